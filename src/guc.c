@@ -1,0 +1,123 @@
+/*
+ * guc.c — definitions of the paidb.* settings (SPEC §7).
+ *
+ * Contexts are chosen on purpose: the database the workers attach to and
+ * whether they start at all are fixed at postmaster start; everything a
+ * running worker can honour is PGC_SIGHUP; retain mode is also settable per
+ * session (PGC_SUSET) so that a superuser can test it in one transaction.
+ */
+#include "postgres.h"
+
+#include <limits.h>
+
+#include "miscadmin.h"
+#include "utils/guc.h"
+#include "utils/memutils.h"
+
+#include "guc.h"
+
+char	   *paidb_database = NULL;
+bool		paidb_enabled = true;
+char	   *paidb_k8s_api_server = NULL;
+char	   *paidb_k8s_namespace = NULL;
+char	   *paidb_k8s_token_file = NULL;
+char	   *paidb_k8s_ca_file = NULL;
+int			paidb_k8s_timeout_ms = 30000;
+int			paidb_resync_interval_ms = 60000;
+int			paidb_max_rpc_concurrency = 32;
+bool		paidb_retain_mode = false;
+int			paidb_watch_timeout_s = 300;
+int			paidb_list_page_size = 500;
+int			paidb_max_request_bytes = 16 * 1024 * 1024;
+
+/* Define every paidb.* setting; called once from _PG_init. */
+void
+paidb_define_gucs(void)
+{
+	/*
+	 * PostgreSQL allows PGC_POSTMASTER settings only while preloading; they
+	 * matter only to the workers, which exist only then.
+	 */
+	if (process_shared_preload_libraries_in_progress)
+	{
+		DefineCustomStringVariable("paidb.database",
+								   "Database the paidb background workers connect to.",
+								   "It must be the database where CREATE EXTENSION paidb was run.",
+								   &paidb_database, "postgres",
+								   PGC_POSTMASTER, 0, NULL, NULL, NULL);
+
+		DefineCustomBoolVariable("paidb.enabled",
+								 "Start the paidb background workers.",
+								 NULL,
+								 &paidb_enabled, true,
+								 PGC_POSTMASTER, 0, NULL, NULL, NULL);
+	}
+
+	DefineCustomStringVariable("paidb.k8s_api_server",
+							   "URL of the Kubernetes API server.",
+							   "Empty means in-cluster: KUBERNETES_SERVICE_HOST/PORT and the service account files.",
+							   &paidb_k8s_api_server, "",
+							   PGC_SIGHUP, 0, NULL, NULL, NULL);
+
+	DefineCustomStringVariable("paidb.k8s_namespace",
+							   "Namespace of frameworks, secrets and events.",
+							   NULL,
+							   &paidb_k8s_namespace, "default",
+							   PGC_SIGHUP, 0, NULL, NULL, NULL);
+
+	DefineCustomStringVariable("paidb.k8s_token_file",
+							   "File holding the bearer token for the API server.",
+							   "Re-read whenever it changes, so rotated tokens are picked up.",
+							   &paidb_k8s_token_file, "",
+							   PGC_SIGHUP, GUC_SUPERUSER_ONLY, NULL, NULL, NULL);
+
+	DefineCustomStringVariable("paidb.k8s_ca_file",
+							   "CA bundle used to verify the API server's certificate.",
+							   "TLS verification is always on for https.",
+							   &paidb_k8s_ca_file, "",
+							   PGC_SIGHUP, GUC_SUPERUSER_ONLY, NULL, NULL, NULL);
+
+	DefineCustomIntVariable("paidb.k8s_timeout",
+							"Timeout of one API server request.",
+							NULL,
+							&paidb_k8s_timeout_ms, 30000, 100, INT_MAX,
+							PGC_SIGHUP, GUC_UNIT_MS, NULL, NULL, NULL);
+
+	DefineCustomIntVariable("paidb.resync_interval",
+							"Safety-net rescan interval of the sync worker.",
+							NULL,
+							&paidb_resync_interval_ms, 60000, 10, INT_MAX,
+							PGC_SIGHUP, GUC_UNIT_MS, NULL, NULL, NULL);
+
+	DefineCustomIntVariable("paidb.max_rpc_concurrency",
+							"Largest number of API server requests in flight.",
+							NULL,
+							&paidb_max_rpc_concurrency, 32, 1, 1024,
+							PGC_SIGHUP, 0, NULL, NULL, NULL);
+
+	DefineCustomBoolVariable("paidb.retain_mode",
+							 "Keep frameworks that exist only in the API server.",
+							 "When off, frameworks unknown to the database are deleted from the API server.",
+							 &paidb_retain_mode, false,
+							 PGC_SUSET, 0, NULL, NULL, NULL);
+
+	DefineCustomIntVariable("paidb.watch_timeout",
+							"Server-side timeout of one watch request.",
+							NULL,
+							&paidb_watch_timeout_s, 300, 1, 86400,
+							PGC_SIGHUP, GUC_UNIT_S, NULL, NULL, NULL);
+
+	DefineCustomIntVariable("paidb.list_page_size",
+							"The limit of one page of a paged LIST request.",
+							NULL,
+							&paidb_list_page_size, 500, 1, 100000,
+							PGC_SIGHUP, 0, NULL, NULL, NULL);
+
+	DefineCustomIntVariable("paidb.max_request_bytes",
+							"Largest framework request accepted from SQL.",
+							NULL,
+							&paidb_max_request_bytes, 16 * 1024 * 1024, 1024, MaxAllocSize / 2,
+							PGC_SUSET, GUC_UNIT_BYTE, NULL, NULL, NULL);
+
+	MarkGUCPrefixReserved("paidb");
+}

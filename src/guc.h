@@ -1,0 +1,23 @@
+/*
+ * guc.h — paidb's settings (SPEC §7).
+ */
+#ifndef PAIDB_GUC_H
+#define PAIDB_GUC_H
+
+extern char *paidb_database;
+extern bool paidb_enabled;
+extern char *paidb_k8s_api_server;
+extern char *paidb_k8s_namespace;
+extern char *paidb_k8s_token_file;
+extern char *paidb_k8s_ca_file;
+extern int	paidb_k8s_timeout_ms;
+extern int	paidb_resync_interval_ms;
+extern int	paidb_max_rpc_concurrency;
+extern bool paidb_retain_mode;
+extern int	paidb_watch_timeout_s;
+extern int	paidb_list_page_size;
+extern int	paidb_max_request_bytes;
+
+extern void paidb_define_gucs(void);
+
+#endif							/* PAIDB_GUC_H */

@@ -1,0 +1,49 @@
+/*
+ * jsonb_util.h — small helpers to read and rebuild binary jsonb values
+ * without going through text.
+ */
+#ifndef PAIDB_JSONB_UTIL_H
+#define PAIDB_JSONB_UTIL_H
+
+#include "utils/jsonb.h"
+
+/* Look up a path of object keys; false if any step is missing or not an object. */
+extern bool jb_get_path(JsonbContainer *root, JsonbValue *out,
+						int npath, const char *const *path);
+
+/* The string at a path as a palloc'd C string, or NULL if absent / not a string. */
+extern char *jb_get_cstring(JsonbContainer *root, int npath, const char *const *path);
+
+/* The container at a path if it is an object, else NULL. */
+extern JsonbContainer *jb_get_object(JsonbContainer *root, int npath, const char *const *path);
+
+/* Whether a jsonb value is an object (not an array, not a scalar). */
+extern bool jb_is_object(Jsonb *jb);
+
+/* Whether a container is an object. */
+extern bool jb_container_is_object(JsonbContainer *jc);
+
+/* A string JsonbValue for a C string (not copied). */
+extern void jb_string_value(JsonbValue *v, const char *s);
+
+/* A binary JsonbValue wrapping a container (not copied). */
+extern void jb_container_value(JsonbValue *v, JsonbContainer *jc);
+
+/*
+ * Copy the top-level object `obj` replacing members: for each keys[i], the
+ * member is set to vals[i], or removed when vals[i] is NULL.  Members not
+ * named are copied unchanged.  `obj` may be NULL (start from {}).
+ */
+extern JsonbValue *jb_object_replace(JsonbContainer *obj, int nkeys,
+									 const char *const *keys, JsonbValue *const *vals);
+
+/* Two containers hold equal JSON. */
+extern bool jb_container_equal(JsonbContainer *a, JsonbContainer *b);
+
+/* Parse JSON text into jsonb (raises ERROR on invalid JSON). */
+extern Jsonb *jb_from_text(const char *text, int len);
+
+/* Serialise a container as compact JSON text (palloc'd). */
+extern char *jb_to_text(JsonbContainer *jc, int estimated_len);
+
+#endif							/* PAIDB_JSONB_UTIL_H */

@@ -1,0 +1,1343 @@
+/*
+ * worker_watch.c — the framework watcher and the event watcher (SPEC §6).
+ *
+ * Both are one reflector in the manner of client-go: LIST the collection
+ * (paged), then WATCH it from the list's resourceVersion with bookmarks;
+ * a watch that ends normally is started again from the last
+ * resourceVersion seen, a cut or failed one after a backoff, and 410 Gone
+ * (HTTP status or an ERROR event in the stream) means LIST again.  After
+ * a LIST, frameworks that the database had seen in the API server but that
+ * are no longer listed get a DELETED event made from their stored snapshot
+ * (OpenPAI's jobs stayed RUNNING forever without that).
+ *
+ * No HTTP runs inside a transaction: the client parses what arrives while
+ * we wait; afterwards the queued events (or list items) are taken and
+ * applied in ONE short transaction per batch, together with the
+ * resourceVersion of the last one, so a restart resumes the watch exactly
+ * there.  A batch first runs in a single subtransaction; if that fails, it
+ * runs again with one subtransaction per event, so that one bad event is
+ * logged and skipped without losing the others and without crashing the
+ * worker (and without the cost of hundreds of subtransactions per batch
+ * in the common case).  Failures that are not about the event itself (lock
+ * timeouts, deadlocks, a dropped table, out of memory) end the worker
+ * instead; it restarts and resumes from the stored resourceVersion.
+ *
+ * The first time the framework watcher runs after CREATE EXTENSION it
+ * imports what it lists (OpenPAI's initializer): an existing cluster's
+ * jobs are adopted, never deleted as orphans.
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "catalog/pg_type.h"
+#include "common/hashfn.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "storage/latch.h"
+#include "utils/builtins.h"
+#include "utils/hsearch.h"
+#include "utils/jsonb.h"
+#include "utils/memutils.h"
+#include "utils/resowner.h"
+#include "utils/timestamp.h"
+
+#include "guc.h"
+#include "jsonb_util.h"
+#include "k8s_client.h"
+#include "k8s_watch.h"
+#include "worker_common.h"
+#include "worker_watch.h"
+#include "write_merger.h"
+
+/* At most this many events or list items are applied in one transaction */
+#define WATCH_BATCH_MAX_ITEMS	1000
+
+/* ... and no more JSON than this (a single larger object still goes alone) */
+#define WATCH_BATCH_MAX_BYTES	(8 * 1024 * 1024)
+
+/* A watch that ends sooner than this without any event counts as a failure */
+#define WATCH_MIN_HEALTHY_MS	1000
+
+/* Rows fetched at a time while looking for frameworks that disappeared */
+#define RECONCILE_FETCH			1000
+
+/* Longest framework name the database accepts, plus the terminator */
+#define FRAMEWORK_NAME_SIZE		64
+
+/* Length of the framework-name part of a task pod's name */
+#define POD_FRAMEWORK_NAME_LEN	32
+
+/* What applying one item did */
+typedef enum ApplyOutcome
+{
+	APPLY_DONE,					/* merged into the database */
+	APPLY_SKIPPED				/* not ours (ignored, not an error) */
+} ApplyOutcome;
+
+/* How one LIST or WATCH round ended */
+typedef enum RoundOutcome
+{
+	ROUND_OK,					/* go on at once */
+	ROUND_RETRY_NOW,			/* start over at once (settings changed) */
+	ROUND_BACKOFF				/* failed: wait before the next round */
+} RoundOutcome;
+
+/* One watch event or list item waiting to be applied */
+typedef struct WatchItem
+{
+	const char *type;			/* "ADDED", "MODIFIED" or "DELETED" */
+	char	   *name;			/* metadata.name, or NULL */
+	char	   *json;			/* the object as JSON (reconcile: the list's RV) */
+	size_t		len;			/* strlen(json) */
+} WatchItem;
+
+typedef struct Reflector Reflector;
+
+/* Apply one item inside the current transaction */
+typedef ApplyOutcome (*ApplyFn) (Reflector *r, WatchItem *item);
+
+/* What differs between the two watchers */
+typedef struct WatcherDef
+{
+	PaidbWorkerKind kind;
+	const char *watcher;		/* key in paidb.watch_state */
+	const char *what;			/* the collection, for messages */
+	char	   *(*collection_path) (K8sClient *client);
+	bool		adopt_on_first_run; /* import what the first LIST finds */
+	bool		reconcile;		/* DELETED for what a LIST no longer has */
+	ApplyFn		apply;
+} WatcherDef;
+
+/* The state of one watcher process; everything else is in the database */
+struct Reflector
+{
+	const WatcherDef *def;
+	K8sClient  *client;
+	MemoryContext batch_cxt;	/* the items of one batch */
+	MemoryContext item_cxt;		/* one item being applied */
+	MemoryContext list_cxt;		/* one LIST: names seen, continue token */
+	MemoryContext round_cxt;	/* one LIST or WATCH round: paths, messages */
+	bool		need_list;		/* no usable resourceVersion: LIST */
+	char	   *rv;				/* where the next watch starts (may be "") */
+	char		source[17];		/* hash of the API server and namespace */
+	bool		import_pending; /* first run: adopt what is listed */
+	bool		importing;		/* the LIST under way adopts */
+	HTAB	   *seen;			/* names listed so far (reconcile) */
+	int			failures;		/* consecutive failed rounds */
+	long		retry_after_ms; /* the server's Retry-After, or -1 */
+	char		failure[256];	/* why the last round failed */
+	/* the batch */
+	WatchItem  *items;
+	int			nitems;
+	size_t		nbytes;
+	uint64		applied;
+	uint64		skipped;
+	uint64		errors;
+	char		last_error[256];
+	bool		has_error;
+};
+
+/* Plans prepared once and kept */
+static SPIPlanPtr plan_get_rv = NULL;
+static SPIPlanPtr plan_put_rv = NULL;
+static SPIPlanPtr plan_get_installation = NULL;
+static SPIPlanPtr plan_put_installation = NULL;
+static SPIPlanPtr plan_reconcile_candidates = NULL;
+static SPIPlanPtr plan_deleted_snapshot = NULL;
+static SPIPlanPtr plan_upsert_event = NULL;
+
+static ApplyOutcome apply_framework(Reflector *r, WatchItem *item);
+static ApplyOutcome apply_event(Reflector *r, WatchItem *item);
+static char *frameworks_path(K8sClient *client);
+static char *events_path(K8sClient *client);
+
+static const WatcherDef framework_watcher = {
+	PAIDB_WORKER_FRAMEWORK_WATCHER,
+	PAIDB_WATCHER_FRAMEWORKS,
+	"frameworks",
+	frameworks_path,
+	true,
+	true,
+	apply_framework
+};
+
+static const WatcherDef event_watcher = {
+	PAIDB_WORKER_EVENT_WATCHER,
+	PAIDB_WATCHER_EVENTS,
+	"events",
+	events_path,
+	false,
+	false,
+	apply_event
+};
+
+/* ---------------------------------------------------------------------
+ * plans and small database helpers
+ * ---------------------------------------------------------------------
+ */
+
+/* Prepare and keep one plan. */
+static SPIPlanPtr
+prepare_kept(const char *sql, int nargs, Oid *types)
+{
+	SPIPlanPtr	plan = SPI_prepare(sql, nargs, types);
+
+	if (plan == NULL)
+		elog(ERROR, "could not prepare watcher query: %s",
+			 SPI_result_code_string(SPI_result));
+	if (SPI_keepplan(plan) != 0)
+		elog(ERROR, "could not keep watcher query");
+	return plan;
+}
+
+/* Prepare the watchers' plans once (inside a transaction with SPI). */
+static void
+prepare_plans(void)
+{
+	Oid			types[6];
+
+	if (plan_upsert_event != NULL)
+		return;
+
+	types[0] = TEXTOID;
+	plan_get_rv = prepare_kept(
+							   "SELECT resource_version FROM paidb.watch_state WHERE watcher = $1",
+							   1, types);
+	plan_get_installation = prepare_kept(
+										 "SELECT value FROM paidb.installation WHERE key = $1",
+										 1, types);
+
+	types[0] = TEXTOID;
+	types[1] = TEXTOID;
+	types[2] = BOOLOID;
+	plan_put_rv = prepare_kept(
+							   "INSERT INTO paidb.watch_state AS w (watcher, resource_version, listed_at, updated_at) "
+							   "VALUES ($1, $2, CASE WHEN $3 THEN pg_catalog.now() END, pg_catalog.now()) "
+							   "ON CONFLICT (watcher) DO UPDATE SET resource_version = EXCLUDED.resource_version, "
+							   "listed_at = COALESCE(EXCLUDED.listed_at, w.listed_at), updated_at = pg_catalog.now()",
+							   3, types);
+	plan_put_installation = prepare_kept(
+										 "INSERT INTO paidb.installation AS i (key, value, updated_at) "
+										 "VALUES ($1, $2, pg_catalog.now()) "
+										 "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value, updated_at = pg_catalog.now()",
+										 2, types);
+
+	types[0] = INT8OID;
+	plan_reconcile_candidates = prepare_kept(
+											 "SELECT name FROM paidb.framework "
+											 "WHERE NOT api_server_deleted AND resource_version IS NOT NULL "
+											 "AND ($1::pg_catalog.int8 IS NULL OR resource_version <= $1)",
+											 1, types);
+
+	types[0] = TEXTOID;
+	types[1] = TEXTOID;
+	plan_deleted_snapshot = prepare_kept(
+										 "SELECT pg_catalog.jsonb_set(snapshot, '{metadata,resourceVersion}', pg_catalog.to_jsonb($2)) "
+										 "FROM paidb.framework WHERE name = $1 AND NOT api_server_deleted",
+										 2, types);
+
+	types[0] = JSONBOID;
+	types[1] = TEXTOID;
+	types[2] = TEXTOID;
+	types[3] = TEXTOID;
+	types[4] = TEXTOID;
+	types[5] = INT4OID;
+	plan_upsert_event = prepare_kept(
+									 "INSERT INTO paidb.framework_event AS fe (uid, framework_name, pod_uid, "
+									 "taskrole_name, task_name, task_index, type, reason, message, "
+									 "first_timestamp, last_timestamp, count, source_component, source_host, event) "
+									 "SELECT $2, $3, e->'involvedObject'->>'uid', $4, $5, $6, "
+									 "COALESCE(NULLIF(e->>'type', ''), 'Normal'), e->>'reason', e->>'message', "
+									 "COALESCE(NULLIF(e->>'firstTimestamp', ''), NULLIF(e->>'eventTime', ''))::pg_catalog.timestamptz, "
+									 "COALESCE(NULLIF(e->>'lastTimestamp', ''), NULLIF(e->'series'->>'lastObservedTime', ''), "
+									 "NULLIF(e->>'eventTime', ''))::pg_catalog.timestamptz, "
+									 "COALESCE(e->>'count', e->'series'->>'count')::pg_catalog.int4, "
+									 "COALESCE(NULLIF(e->'source'->>'component', ''), NULLIF(e->>'reportingComponent', '')), "
+									 "COALESCE(NULLIF(e->'source'->>'host', ''), NULLIF(e->>'reportingInstance', '')), "
+									 "e FROM (SELECT $1 AS e) AS s "
+									 "ON CONFLICT (uid) DO UPDATE SET framework_name = EXCLUDED.framework_name, "
+									 "pod_uid = EXCLUDED.pod_uid, taskrole_name = EXCLUDED.taskrole_name, "
+									 "task_name = EXCLUDED.task_name, task_index = EXCLUDED.task_index, "
+									 "type = EXCLUDED.type, reason = EXCLUDED.reason, message = EXCLUDED.message, "
+									 "first_timestamp = EXCLUDED.first_timestamp, last_timestamp = EXCLUDED.last_timestamp, "
+									 "count = EXCLUDED.count, source_component = EXCLUDED.source_component, "
+									 "source_host = EXCLUDED.source_host, event = EXCLUDED.event, "
+									 "updated_at = pg_catalog.now() "
+	/* the same version again (a re-list) changes nothing; an older one neither */
+									 "WHERE fe.event->'metadata'->>'resourceVersion' IS DISTINCT FROM "
+									 "EXCLUDED.event->'metadata'->>'resourceVersion' "
+									 "AND NOT (fe.event->'metadata'->>'resourceVersion' OPERATOR(pg_catalog.~) '^[0-9]{1,18}$' "
+									 "AND EXCLUDED.event->'metadata'->>'resourceVersion' OPERATOR(pg_catalog.~) '^[0-9]{1,18}$' "
+									 "AND (EXCLUDED.event->'metadata'->>'resourceVersion')::pg_catalog.int8 "
+									 "< (fe.event->'metadata'->>'resourceVersion')::pg_catalog.int8)",
+									 6, types);
+}
+
+/* The single text column of a one-row query's result, copied into mcxt, or NULL. */
+static char *
+spi_single_text(SPIPlanPtr plan, Datum *values, MemoryContext mcxt)
+{
+	char	   *result = NULL;
+
+	if (SPI_execute_plan(plan, values, NULL, true, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not read the watch state");
+	if (SPI_processed > 0)
+	{
+		char	   *s = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+
+		if (s != NULL)
+			result = MemoryContextStrdup(mcxt, s);
+	}
+	SPI_freetuptable(SPI_tuptable);
+	return result;
+}
+
+/* Set a paidb.installation key. */
+static void
+put_installation(const char *key, const char *value)
+{
+	Datum		values[2];
+	char		nulls[2] = {' ', ' '};
+
+	values[0] = CStringGetTextDatum(key);
+	values[1] = value ? CStringGetTextDatum(value) : (Datum) 0;
+	nulls[1] = value ? ' ' : 'n';
+	if (SPI_execute_plan(plan_put_installation, values, nulls, false, 0) != SPI_OK_INSERT)
+		elog(ERROR, "could not write paidb.installation");
+}
+
+/* Store where the watch resumes; listed: a LIST just ended there. */
+static void
+put_resource_version(Reflector *r, const char *rv, bool listed)
+{
+	Datum		values[3];
+	char		nulls[3] = {' ', ' ', ' '};
+
+	values[0] = CStringGetTextDatum(r->def->watcher);
+	values[1] = CStringGetTextDatum(rv);
+	values[2] = BoolGetDatum(listed);
+	if (SPI_execute_plan(plan_put_rv, values, nulls, false, 0) != SPI_OK_INSERT)
+		elog(ERROR, "could not write paidb.watch_state");
+}
+
+/* The paidb.installation key remembering which API server a watcher follows. */
+static char *
+source_key(Reflector *r)
+{
+	return psprintf("watch_source.%s", r->def->watcher);
+}
+
+/* Whether rv is a decimal resourceVersion; its value in *out. */
+static bool
+parse_rv(const char *rv, int64 *out)
+{
+	int64		v = 0;
+	const char *p;
+
+	if (rv == NULL || rv[0] == '\0' || strlen(rv) > 18)
+		return false;
+	for (p = rv; *p; p++)
+	{
+		if (*p < '0' || *p > '9')
+			return false;
+		v = v * 10 + (*p - '0');
+	}
+	*out = v;
+	return true;
+}
+
+/* ---------------------------------------------------------------------
+ * settings and status
+ * ---------------------------------------------------------------------
+ */
+
+/*
+ * Fingerprint (16 hex digits) of the API server and namespace the client
+ * talks to; a hash, so that the URL itself is not copied into a table.
+ */
+static void
+compute_source(Reflector *r, char *out)
+{
+	const char *url = k8s_client_base_url(r->client);
+	const char *ns = k8s_client_namespace(r->client);
+	char	   *s = psprintf("%s\n%s", url ? url : "", ns ? ns : "");
+	uint64		h = hash_bytes_extended((const unsigned char *) s, (int) strlen(s), 0);
+
+	snprintf(out, 17, "%016llx", (unsigned long long) h);
+	pfree(s);
+}
+
+/*
+ * After SIGHUP: reload the settings and the client; true when the API
+ * server or the namespace changed, which means LIST again.
+ */
+static bool
+reflector_reload(Reflector *r)
+{
+	char		source[17];
+
+	if (!paidb_worker_reload_if_needed())
+		return false;
+	k8s_client_reload(r->client);
+	compute_source(r, source);
+	if (strcmp(source, r->source) == 0)
+		return false;
+	ereport(LOG,
+			(errmsg("paidb %s: the API server or namespace changed, listing %s again",
+					paidb_worker_names[r->def->kind], r->def->what)));
+	strlcpy(r->source, source, sizeof(r->source));
+	r->need_list = true;
+	return true;
+}
+
+/* Show a state in paidb.status() (with the current resourceVersion). */
+static void
+report_state(Reflector *r, const char *state)
+{
+	paidb_worker_report(r->def->kind, state, r->rv, 0, 0, 0, NULL);
+}
+
+/* Count one request sent to the API server. */
+static void
+report_request(Reflector *r)
+{
+	paidb_worker_report(r->def->kind, NULL, NULL, 0, 1, 0, NULL);
+}
+
+/* Remember why a round failed (what, then the result) and count it as an error. */
+static void
+pg_attribute_printf(3, 4)
+note_failure(Reflector *r, const K8sResult *res, const char *fmt,...)
+{
+	char		what[128];
+	va_list		args;
+
+	va_start(args, fmt);
+	vsnprintf(what, sizeof(what), fmt, args);
+	va_end(args);
+	if (res == NULL)
+		snprintf(r->failure, sizeof(r->failure), "%s", what);
+	else if (res->kind == K8S_RESULT_HTTP_ERROR)
+		snprintf(r->failure, sizeof(r->failure), "%s: HTTP %ld %s%s%s", what,
+				 res->http_status, res->reason ? res->reason : "",
+				 res->message ? ": " : "", res->message ? res->message : "");
+	else
+		snprintf(r->failure, sizeof(r->failure), "%s: %s%s%s", what,
+				 k8s_result_kind_name(res->kind),
+				 res->message ? ": " : "", res->message ? res->message : "");
+	r->retry_after_ms = (res != NULL) ? res->retry_after_ms : -1;
+	paidb_worker_report(r->def->kind, NULL, NULL, 0, 0, 1, r->failure);
+}
+
+/* Sleep for a backoff, still answering SIGHUP and SIGTERM. */
+static void
+backoff_sleep(Reflector *r)
+{
+	long		ms = paidb_backoff_ms(r->failures, Max(r->retry_after_ms, 0));
+	TimestampTz until = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), ms);
+	char		state[64];
+
+	snprintf(state, sizeof(state), "backing off %ld ms: %s", ms, r->failure);
+	report_state(r, state);
+	for (;;)
+	{
+		long		left = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), until);
+
+		if (left <= 0)
+			break;
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 left, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+		if (reflector_reload(r))
+			break;				/* another server: no reason to wait for it */
+	}
+}
+
+/* ---------------------------------------------------------------------
+ * applying items: one transaction per batch, subtransactions inside
+ * ---------------------------------------------------------------------
+ */
+
+/*
+ * Whether an error is about the system rather than the event: such an error
+ * must not make us skip the event, so it ends the worker instead (it
+ * restarts and resumes from the stored resourceVersion).
+ */
+static bool
+error_is_systemic(const ErrorData *edata)
+{
+	int			class = ERRCODE_TO_CATEGORY(edata->sqlerrcode);
+
+	return class == ERRCODE_CONNECTION_EXCEPTION ||
+		class == ERRCODE_INVALID_TRANSACTION_STATE ||
+		class == ERRCODE_INVALID_CATALOG_NAME ||
+		class == ERRCODE_INVALID_SCHEMA_NAME ||
+		class == ERRCODE_TRANSACTION_ROLLBACK ||
+		class == ERRCODE_SYNTAX_ERROR_OR_ACCESS_RULE_VIOLATION ||
+		class == ERRCODE_INSUFFICIENT_RESOURCES ||
+		class == ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE ||
+		class == ERRCODE_OPERATOR_INTERVENTION ||
+		class == ERRCODE_SYSTEM_ERROR ||
+		edata->sqlerrcode == ERRCODE_DATA_CORRUPTED ||
+		edata->sqlerrcode == ERRCODE_INDEX_CORRUPTED;
+}
+
+/* Error context: which event was being applied. */
+static void
+apply_error_callback(void *arg)
+{
+	WatchItem  *item = (WatchItem *) arg;
+
+	errcontext("%s event of \"%s\"", item->type, item->name ? item->name : "(no name)");
+}
+
+/*
+ * Apply items[0..n) inside one subtransaction.  On error the subtransaction
+ * is rolled back and false returned (with a WARNING when `warn`); counters
+ * move only when it commits.
+ */
+static bool
+apply_protected(Reflector *r, WatchItem *items, int n, ApplyFn fn, bool warn)
+{
+	MemoryContext oldcxt = CurrentMemoryContext;
+	ResourceOwner oldowner = CurrentResourceOwner;
+	volatile int done = 0;
+	volatile int skipped = 0;
+	volatile int i = 0;
+
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(oldcxt);
+	PG_TRY();
+	{
+		for (i = 0; i < n; i++)
+		{
+			ApplyOutcome outcome;
+			ErrorContextCallback errcb;
+
+			CHECK_FOR_INTERRUPTS();
+			errcb.callback = apply_error_callback;
+			errcb.arg = &items[i];
+			errcb.previous = error_context_stack;
+			error_context_stack = &errcb;
+			MemoryContextSwitchTo(r->item_cxt);
+			outcome = fn(r, &items[i]);
+			MemoryContextSwitchTo(oldcxt);
+			error_context_stack = errcb.previous;
+			MemoryContextReset(r->item_cxt);
+			if (outcome == APPLY_DONE)
+				done++;
+			else
+				skipped++;
+		}
+		ReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(oldcxt);
+		CurrentResourceOwner = oldowner;
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+		WatchItem  *bad = &items[Min(i, n - 1)];
+
+		MemoryContextSwitchTo(r->batch_cxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(oldcxt);
+		CurrentResourceOwner = oldowner;
+		MemoryContextReset(r->item_cxt);
+
+		if (error_is_systemic(edata))
+			ReThrowError(edata);
+		if (warn)
+		{
+			ereport(WARNING,
+					(errcode(edata->sqlerrcode),
+					 errmsg("paidb %s skipped the %s event of \"%s\": %s",
+							paidb_worker_names[r->def->kind], bad->type,
+							bad->name ? bad->name : "(no name)", edata->message),
+					 edata->detail ? errdetail_internal("%s", edata->detail) : 0,
+					 errhint("The event is not applied; the next event about the same object will be.")));
+			snprintf(r->last_error, sizeof(r->last_error), "skipped the %s event of \"%s\": %s",
+					 bad->type, bad->name ? bad->name : "(no name)", edata->message);
+			r->has_error = true;
+			r->errors++;
+		}
+		FreeErrorData(edata);
+		return false;
+	}
+	PG_END_TRY();
+
+	r->applied += done;
+	r->skipped += skipped;
+	return true;
+}
+
+/* Apply items in the current transaction, skipping (and logging) bad ones. */
+static void
+apply_items(Reflector *r, WatchItem *items, int n, ApplyFn fn)
+{
+	int			i;
+
+	if (n == 0)
+		return;
+	/* the common case: everything at once, in one subtransaction */
+	if (n > 1 && apply_protected(r, items, n, fn, false))
+		return;
+	for (i = 0; i < n; i++)
+		(void) apply_protected(r, &items[i], 1, fn, true);
+}
+
+/* Forget the batch (its items and counters). */
+static void
+batch_reset(Reflector *r)
+{
+	r->nitems = 0;
+	r->nbytes = 0;
+	r->applied = r->skipped = r->errors = 0;
+	r->has_error = false;
+	MemoryContextReset(r->batch_cxt);
+}
+
+/* Whether the batch is full. */
+static bool
+batch_full(Reflector *r)
+{
+	return r->nitems >= WATCH_BATCH_MAX_ITEMS || r->nbytes >= WATCH_BATCH_MAX_BYTES;
+}
+
+/* Add one item to the batch (strings must live in batch_cxt). */
+static void
+batch_add(Reflector *r, const char *type, char *name, char *json, size_t len)
+{
+	WatchItem  *item = &r->items[r->nitems++];
+
+	item->type = type;
+	item->name = name;
+	item->json = json;
+	item->len = len;
+	r->nbytes += len;
+}
+
+/* Report what a committed batch did. */
+static void
+batch_report(Reflector *r, const char *state)
+{
+	paidb_worker_report(r->def->kind, state, r->rv, r->applied, 0, r->errors,
+						r->has_error ? r->last_error : NULL);
+	if (r->skipped > 0)
+		elog(DEBUG1, "paidb %s: %llu events applied, %llu not ours",
+			 paidb_worker_names[r->def->kind],
+			 (unsigned long long) r->applied, (unsigned long long) r->skipped);
+}
+
+/* ---------------------------------------------------------------------
+ * the framework watcher
+ * ---------------------------------------------------------------------
+ */
+
+/* Collection path of frameworks in the namespace. */
+static char *
+frameworks_path(K8sClient *client)
+{
+	return k8s_path_frameworks(client, NULL, NULL);
+}
+
+/* Merge one framework event (or adopt a listed framework on the first run). */
+static ApplyOutcome
+apply_framework(Reflector *r, WatchItem *item)
+{
+	Jsonb	   *object = jb_from_text(item->json, (int) item->len);
+	const char *result;
+
+	if (r->importing && paidb_import_framework_internal(object))
+	{
+		elog(DEBUG1, "paidb framework watcher: adopted framework \"%s\"",
+			 item->name ? item->name : "");
+		return APPLY_DONE;
+	}
+	/* known already (or not importing): merge it as a watch event */
+	result = paidb_apply_watch_event_internal(item->type, object);
+	elog(DEBUG2, "paidb framework watcher: %s \"%s\": %s", item->type,
+		 item->name ? item->name : "", result);
+	return APPLY_DONE;
+}
+
+/*
+ * A framework the database had seen in the API server is no longer listed:
+ * merge a DELETED event made from its stored snapshot (at the list's
+ * resourceVersion, so it is not stale).
+ */
+static ApplyOutcome
+reconcile_one(Reflector *r, WatchItem *item)
+{
+	Datum		values[2];
+	SPITupleTable *tuptable;
+	Datum		d;
+	bool		isnull;
+	Jsonb	   *snapshot;
+	const char *result;
+
+	values[0] = CStringGetTextDatum(item->name);
+	values[1] = CStringGetTextDatum(item->json);
+	if (SPI_execute_plan(plan_deleted_snapshot, values, NULL, false, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not read the snapshot of framework \"%s\"", item->name);
+	tuptable = SPI_tuptable;
+	if (SPI_processed == 0)
+	{
+		SPI_freetuptable(tuptable);
+		return APPLY_SKIPPED;	/* deleted meanwhile */
+	}
+	d = SPI_getbinval(tuptable->vals[0], tuptable->tupdesc, 1, &isnull);
+	if (isnull)
+	{
+		SPI_freetuptable(tuptable);
+		return APPLY_SKIPPED;
+	}
+	snapshot = DatumGetJsonbPCopy(d);
+	SPI_freetuptable(tuptable);
+
+	result = paidb_apply_watch_event_internal("DELETED", snapshot);
+	ereport(LOG,
+			(errmsg("paidb framework watcher: framework \"%s\" is no longer in the API server (%s)",
+					item->name, result),
+			 strcmp(result, "reset") == 0 ?
+			 errdetail("It had not completed, so its request is queued to be created again.") :
+			 strcmp(result, "deleted") == 0 ?
+			 errdetail("It had completed, so it is marked as deleted from the API server.") : 0));
+	return APPLY_DONE;
+}
+
+/* Apply DELETED to every framework seen before the list's RV but not listed. */
+static void
+reconcile(Reflector *r, const char *list_rv)
+{
+	Datum		values[1];
+	char		nulls[1];
+	int64		rv = 0;
+	Portal		portal;
+	List	   *missing = NIL;
+	ListCell   *lc;
+	MemoryContext oldcxt;
+
+	nulls[0] = parse_rv(list_rv, &rv) ? ' ' : 'n';
+	values[0] = Int64GetDatum(rv);
+	portal = SPI_cursor_open(NULL, plan_reconcile_candidates, values, nulls, true);
+	for (;;)
+	{
+		uint64		k;
+
+		SPI_cursor_fetch(portal, true, RECONCILE_FETCH);
+		if (SPI_processed == 0)
+			break;
+		for (k = 0; k < SPI_processed; k++)
+		{
+			char	   *name = SPI_getvalue(SPI_tuptable->vals[k], SPI_tuptable->tupdesc, 1);
+			bool		found = false;
+
+			if (name == NULL || strlen(name) >= FRAMEWORK_NAME_SIZE)
+				continue;
+			if (r->seen != NULL)
+				(void) hash_search(r->seen, name, HASH_FIND, &found);
+			if (!found)
+			{
+				oldcxt = MemoryContextSwitchTo(r->list_cxt);
+				missing = lappend(missing, pstrdup(name));
+				MemoryContextSwitchTo(oldcxt);
+			}
+			pfree(name);
+		}
+		SPI_freetuptable(SPI_tuptable);
+		CHECK_FOR_INTERRUPTS();
+	}
+	SPI_cursor_close(portal);
+
+	if (missing == NIL)
+		return;
+	ereport(LOG,
+			(errmsg("paidb framework watcher: %d frameworks are no longer in the API server",
+					list_length(missing))));
+
+	/* the batch's own items were applied already: reuse the array */
+	r->nitems = 0;
+	r->nbytes = 0;
+	foreach(lc, missing)
+	{
+		batch_add(r, "DELETED", (char *) lfirst(lc), (char *) list_rv, 0);
+		if (r->nitems >= WATCH_BATCH_MAX_ITEMS)
+		{
+			apply_items(r, r->items, r->nitems, reconcile_one);
+			r->nitems = 0;
+		}
+	}
+	apply_items(r, r->items, r->nitems, reconcile_one);
+	r->nitems = 0;
+}
+
+/* ---------------------------------------------------------------------
+ * the event watcher
+ * ---------------------------------------------------------------------
+ */
+
+/* Collection path of core v1 Events in the namespace. */
+static char *
+events_path(K8sClient *client)
+{
+	return k8s_path_events(client, NULL, NULL);
+}
+
+/*
+ * Split a task pod's name "<framework>-<task role>-<index>": the framework
+ * is 32 lower-case letters or digits, the index decimal digits.
+ */
+static bool
+parse_pod_name(const char *pod, char *framework, char **taskrole, char **index)
+{
+	size_t		len = strlen(pod);
+	const char *last_dash;
+	const char *p;
+	int			i;
+
+	if (len < POD_FRAMEWORK_NAME_LEN + 4 || pod[POD_FRAMEWORK_NAME_LEN] != '-')
+		return false;
+	for (i = 0; i < POD_FRAMEWORK_NAME_LEN; i++)
+	{
+		char		c = pod[i];
+
+		if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9')))
+			return false;
+	}
+	last_dash = strrchr(pod, '-');
+	/* a task role of at least one character between the two dashes */
+	if (last_dash <= pod + POD_FRAMEWORK_NAME_LEN + 1 || last_dash[1] == '\0')
+		return false;
+	for (p = last_dash + 1; *p; p++)
+	{
+		if (*p < '0' || *p > '9')
+			return false;
+	}
+	memcpy(framework, pod, POD_FRAMEWORK_NAME_LEN);
+	framework[POD_FRAMEWORK_NAME_LEN] = '\0';
+	*taskrole = pnstrdup(pod + POD_FRAMEWORK_NAME_LEN + 1,
+						 last_dash - (pod + POD_FRAMEWORK_NAME_LEN + 1));
+	*index = pstrdup(last_dash + 1);
+	return true;
+}
+
+/* Upsert a Kubernetes event about a task pod into paidb.framework_event. */
+static ApplyOutcome
+apply_event(Reflector *r, WatchItem *item)
+{
+	Jsonb	   *event;
+	char	   *kind;
+	char	   *pod;
+	char	   *uid;
+	char		framework[POD_FRAMEWORK_NAME_LEN + 1];
+	char	   *taskrole;
+	char	   *index;
+	Datum		values[6];
+	char		nulls[6] = {' ', ' ', ' ', ' ', ' ', ' '};
+	int			ret;
+
+	/* events expire: the row stays when the API server deletes one */
+	if (strcmp(item->type, "DELETED") == 0)
+		return APPLY_SKIPPED;
+
+	event = jb_from_text(item->json, (int) item->len);
+	if (!JB_ROOT_IS_OBJECT(event))
+		return APPLY_SKIPPED;
+	kind = jb_get_cstring(&event->root, 2, (const char *[]) {"involvedObject", "kind"});
+	pod = jb_get_cstring(&event->root, 2, (const char *[]) {"involvedObject", "name"});
+	uid = jb_get_cstring(&event->root, 2, (const char *[]) {"metadata", "uid"});
+	if (kind == NULL || strcmp(kind, "Pod") != 0 || pod == NULL || uid == NULL || uid[0] == '\0')
+		return APPLY_SKIPPED;
+	if (!parse_pod_name(pod, framework, &taskrole, &index))
+		return APPLY_SKIPPED;
+
+	values[0] = JsonbPGetDatum(event);
+	values[1] = CStringGetTextDatum(uid);
+	values[2] = CStringGetTextDatum(framework);
+	values[3] = CStringGetTextDatum(taskrole);
+	values[4] = CStringGetTextDatum(pod);
+	/* an index beyond int4 still names the task; only the number is lost */
+	if (strlen(index) <= 9)
+		values[5] = Int32GetDatum(pg_strtoint32(index));
+	else
+	{
+		values[5] = (Datum) 0;
+		nulls[5] = 'n';
+	}
+	ret = SPI_execute_plan(plan_upsert_event, values, nulls, false, 0);
+	if (ret != SPI_OK_INSERT)
+		elog(ERROR, "could not store event \"%s\": %s", uid, SPI_result_code_string(ret));
+	return APPLY_DONE;
+}
+
+/* ---------------------------------------------------------------------
+ * LIST
+ * ---------------------------------------------------------------------
+ */
+
+/* Move the page's received items into the batch (and the set of seen names). */
+static void
+batch_fill_from_list(Reflector *r, K8sList *list)
+{
+	MemoryContext oldcxt = MemoryContextSwitchTo(r->batch_cxt);
+
+	while (!batch_full(r))
+	{
+		K8sListItem *item = k8s_list_next_item(list);
+
+		if (item == NULL)
+			break;
+		if (r->seen != NULL && item->name != NULL && strlen(item->name) < FRAMEWORK_NAME_SIZE)
+			(void) hash_search(r->seen, item->name, HASH_ENTER, NULL);
+		batch_add(r, "ADDED", item->name, item->json, item->len);
+	}
+	MemoryContextSwitchTo(oldcxt);
+}
+
+/*
+ * Apply the batch in one transaction.  When the LIST is over (list_rv not
+ * NULL), the same transaction reconciles, records the resourceVersion to
+ * watch from, and, on the first run, that the import is done.
+ */
+static void
+apply_list_batch(Reflector *r, const char *list_rv)
+{
+	char		activity[96];
+
+	snprintf(activity, sizeof(activity), "paidb %s: applying %d listed %s",
+			 paidb_worker_names[r->def->kind], r->nitems, r->def->what);
+	paidb_worker_begin(activity);
+	prepare_plans();
+	apply_items(r, r->items, r->nitems, r->def->apply);
+	if (list_rv != NULL)
+	{
+		if (r->def->reconcile)
+			reconcile(r, list_rv);
+		put_resource_version(r, list_rv, true);
+		put_installation(source_key(r), r->source);
+		if (r->importing)
+			put_installation(PAIDB_INITIAL_IMPORT_DONE, list_rv);
+	}
+	paidb_worker_commit();
+}
+
+/* Wait until a LIST page has been received entirely (or failed). */
+static bool
+wait_page(Reflector *r, K8sList *list)
+{
+	while (k8s_list_result(list)->kind == K8S_RESULT_PENDING)
+	{
+		int			rc = k8s_client_wait(r->client, -1, PG_WAIT_EXTENSION);
+
+		if (rc & WL_LATCH_SET)
+			ResetLatch(MyLatch);
+		if (reflector_reload(r))
+			return false;
+	}
+	return true;
+}
+
+/*
+ * LIST everything (paged), applying each item as ADDED (or importing it on
+ * the first run); then reconcile and watch from the list's resourceVersion.
+ */
+static RoundOutcome
+run_list(Reflector *r)
+{
+	char	   *continue_token = NULL;
+	char	   *list_rv = NULL;
+	uint64		total = 0;
+	int			pages = 0;
+	HASHCTL		ctl;
+
+	MemoryContextReset(r->list_cxt);
+	r->seen = NULL;
+	r->importing = r->import_pending;
+	if (r->def->reconcile)
+	{
+		memset(&ctl, 0, sizeof(ctl));
+		ctl.keysize = FRAMEWORK_NAME_SIZE;
+		ctl.entrysize = FRAMEWORK_NAME_SIZE;
+		ctl.hcxt = r->list_cxt;
+		r->seen = hash_create("paidb listed names", 1024, &ctl,
+							  HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
+	}
+	report_state(r, r->importing ? "importing" : "listing");
+	ereport(LOG,
+			(errmsg("paidb %s: %s %s", paidb_worker_names[r->def->kind],
+					r->importing ? "importing existing" : "listing", r->def->what)));
+
+	for (;;)
+	{
+		K8sList    *list;
+		const K8sResult *res;
+		const char *next;
+		MemoryContext oldcxt;
+
+		CHECK_FOR_INTERRUPTS();
+		MemoryContextReset(r->round_cxt);
+		oldcxt = MemoryContextSwitchTo(r->round_cxt);
+		list = k8s_list_start(r->client, r->def->collection_path(r->client),
+							  continue_token, 0);
+		MemoryContextSwitchTo(oldcxt);
+		report_request(r);
+		pages++;
+
+		if (!wait_page(r, list))
+		{
+			k8s_list_free(list);
+			return ROUND_RETRY_NOW;
+		}
+		res = k8s_list_result(list);
+		if (res->kind != K8S_RESULT_OK)
+		{
+			if (continue_token != NULL && k8s_result_is_gone(res))
+				ereport(LOG,
+						(errmsg("paidb %s: the continue token of the %s list expired, listing again from the start",
+								paidb_worker_names[r->def->kind], r->def->what)));
+			else
+				k8s_log_failure(res->kind == K8S_RESULT_HTTP_ERROR ? WARNING : LOG,
+								k8s_list_request(list), NULL);
+			note_failure(r, res, "LIST %s", r->def->what);
+			k8s_list_free(list);
+			return ROUND_BACKOFF;
+		}
+		if (list_rv == NULL)
+			list_rv = MemoryContextStrdup(r->list_cxt,
+										  k8s_list_resource_version(list) ?
+										  k8s_list_resource_version(list) : "");
+		next = k8s_list_continue(list);
+		if (next != NULL)
+			next = MemoryContextStrdup(r->list_cxt, next);
+
+		/* the page in batches; the last batch of the last page ends the list */
+		do
+		{
+			bool		last;
+
+			batch_fill_from_list(r, list);
+			last = (next == NULL && k8s_list_finished(list));
+			total += r->nitems;
+			apply_list_batch(r, last ? list_rv : NULL);
+			if (last)
+			{
+				if (r->rv)
+					pfree(r->rv);
+				r->rv = MemoryContextStrdup(paidb_worker_context, list_rv);
+				r->need_list = false;
+			}
+			batch_report(r, r->importing ? "importing" : "listing");
+			batch_reset(r);
+		} while (!k8s_list_finished(list));
+		k8s_list_free(list);
+
+		if (next == NULL)
+			break;
+		continue_token = (char *) next;
+	}
+
+	ereport(LOG,
+			(errmsg("paidb %s: %s %llu %s in %d pages at resourceVersion \"%s\"",
+					paidb_worker_names[r->def->kind],
+					r->importing ? "imported" : "listed", (unsigned long long) total,
+					r->def->what, pages, r->rv)));
+	r->failures = 0;
+	r->import_pending = false;
+	r->importing = false;
+	r->seen = NULL;
+	MemoryContextReset(r->list_cxt);
+	return ROUND_OK;
+}
+
+/* ---------------------------------------------------------------------
+ * WATCH
+ * ---------------------------------------------------------------------
+ */
+
+/*
+ * Move queued watch events into the batch.  BOOKMARKs only move the
+ * resourceVersion (the watch tracks it); an ERROR event ends the batch.
+ */
+static void
+batch_fill_from_watch(Reflector *r, K8sWatch *watch, bool *error_event)
+{
+	MemoryContext oldcxt = MemoryContextSwitchTo(r->batch_cxt);
+
+	while (!batch_full(r))
+	{
+		K8sWatchEvent *ev = k8s_watch_next_event(watch);
+
+		if (ev == NULL)
+			break;
+		switch (ev->type)
+		{
+			case K8S_WATCH_ADDED:
+			case K8S_WATCH_MODIFIED:
+			case K8S_WATCH_DELETED:
+				batch_add(r, ev->type_name, ev->name, ev->object_json, ev->object_len);
+				break;
+			case K8S_WATCH_BOOKMARK:
+				break;
+			case K8S_WATCH_ERROR:
+				if (ev->error_code == 410 || k8s_watch_expired(watch))
+					ereport(LOG,
+							(errmsg("paidb %s: resourceVersion \"%s\" of %s is too old, listing again",
+									paidb_worker_names[r->def->kind], r->rv ? r->rv : "",
+									r->def->what),
+							 ev->error_message ? errdetail("The API server said: %s", ev->error_message) : 0));
+				else
+				{
+					ereport(WARNING,
+							(errcode(ERRCODE_EXTERNAL_ROUTINE_EXCEPTION),
+							 errmsg("paidb %s: the watch of %s ended with an error %d, reason %s",
+									paidb_worker_names[r->def->kind], r->def->what,
+									ev->error_code, ev->error_reason ? ev->error_reason : "(none)"),
+							 ev->error_message ? errdetail("The API server said: %s", ev->error_message) : 0));
+					snprintf(r->failure, sizeof(r->failure), "WATCH %s: ERROR event %d %s%s%s",
+							 r->def->what, ev->error_code,
+							 ev->error_reason ? ev->error_reason : "",
+							 ev->error_message ? ": " : "",
+							 ev->error_message ? ev->error_message : "");
+					*error_event = true;
+				}
+				break;
+			case K8S_WATCH_UNKNOWN:
+				ereport(WARNING,
+						(errcode(ERRCODE_EXTERNAL_ROUTINE_EXCEPTION),
+						 errmsg("paidb %s ignored a watch event of unknown type \"%s\"",
+								paidb_worker_names[r->def->kind], ev->type_name)));
+				break;
+		}
+	}
+	MemoryContextSwitchTo(oldcxt);
+}
+
+/* Apply the batch and store the watch's resourceVersion in one transaction. */
+static void
+apply_watch_batch(Reflector *r, const char *new_rv)
+{
+	char		activity[96];
+
+	/* nothing to apply and nothing to remember (e.g. only an ERROR event) */
+	if (r->nitems == 0 &&
+		(new_rv == NULL || (r->rv != NULL && strcmp(new_rv, r->rv) == 0)))
+		return;
+	snprintf(activity, sizeof(activity), "paidb %s: applying %d %s events",
+			 paidb_worker_names[r->def->kind], r->nitems, r->def->what);
+	paidb_worker_begin(activity);
+	prepare_plans();
+	apply_items(r, r->items, r->nitems, r->def->apply);
+	if (new_rv != NULL && (r->rv == NULL || strcmp(new_rv, r->rv) != 0))
+		put_resource_version(r, new_rv, false);
+	paidb_worker_commit();
+
+	if (new_rv != NULL)
+	{
+		char	   *copy = MemoryContextStrdup(paidb_worker_context, new_rv);
+
+		if (r->rv)
+			pfree(r->rv);
+		r->rv = copy;
+	}
+}
+
+/* WATCH from r->rv until the stream ends; apply events in batches. */
+static RoundOutcome
+run_watch(Reflector *r)
+{
+	K8sWatchOptions opts;
+	K8sWatch   *watch;
+	K8sWatchEnd end;
+	const K8sResult *res;
+	TimestampTz started = GetCurrentTimestamp();
+	uint64		events = 0;
+	bool		error_event = false;
+	MemoryContext oldcxt;
+
+	MemoryContextReset(r->round_cxt);
+	oldcxt = MemoryContextSwitchTo(r->round_cxt);
+	k8s_watch_options_init(&opts);
+	opts.resource_version = r->rv;
+	watch = k8s_watch_start(r->client, r->def->collection_path(r->client), &opts);
+	MemoryContextSwitchTo(oldcxt);
+	report_request(r);
+	report_state(r, "watching");
+	elog(DEBUG1, "paidb %s: watching %s from resourceVersion \"%s\" for %d s",
+		 paidb_worker_names[r->def->kind], r->def->what, r->rv ? r->rv : "",
+		 k8s_watch_timeout_s(watch));
+
+	for (;;)
+	{
+		int			rc = k8s_client_wait(r->client, -1, PG_WAIT_EXTENSION);
+
+		if (rc & WL_LATCH_SET)
+			ResetLatch(MyLatch);
+		if (reflector_reload(r))
+		{
+			k8s_watch_free(watch);
+			return ROUND_RETRY_NOW;
+		}
+		while (k8s_watch_pending(watch) > 0)
+		{
+			const char *rv;
+			char	   *new_rv;
+
+			batch_fill_from_watch(r, watch, &error_event);
+			rv = k8s_watch_resource_version(watch);
+			new_rv = rv ? MemoryContextStrdup(r->batch_cxt, rv) : NULL;
+			events += r->nitems;
+			apply_watch_batch(r, new_rv);
+			batch_report(r, "watching");
+			batch_reset(r);
+			if (error_event)
+				break;
+		}
+		if (error_event || k8s_watch_end(watch) != K8S_WATCH_OPEN)
+			break;
+	}
+
+	end = k8s_watch_end(watch);
+	res = k8s_watch_result(watch);
+	if (k8s_watch_expired(watch))
+	{
+		if (end == K8S_WATCH_FAILED)
+			ereport(LOG,
+					(errmsg("paidb %s: resourceVersion \"%s\" of %s is too old, listing again",
+							paidb_worker_names[r->def->kind], r->rv ? r->rv : "", r->def->what)));
+		k8s_watch_free(watch);
+		r->need_list = true;
+		r->failures = 0;
+		return ROUND_OK;
+	}
+	if (events > 0)
+		r->failures = 0;		/* it worked for a while */
+	if (error_event)
+	{
+		k8s_watch_free(watch);
+		paidb_worker_report(r->def->kind, NULL, NULL, 0, 0, 1, r->failure);
+		r->retry_after_ms = -1;
+		return ROUND_BACKOFF;
+	}
+	if (end == K8S_WATCH_CLOSED || end == K8S_WATCH_OPEN)
+	{
+		long		lasted = TimestampDifferenceMilliseconds(started, GetCurrentTimestamp());
+
+		k8s_watch_free(watch);
+		if (events == 0 && lasted < WATCH_MIN_HEALTHY_MS)
+		{
+			/* closed at once: don't hammer a server that does that */
+			note_failure(r, NULL, "WATCH %s closed after %ld ms", r->def->what, lasted);
+			return ROUND_BACKOFF;
+		}
+		elog(DEBUG1, "paidb %s: the watch of %s ended after %ld ms, watching again",
+			 paidb_worker_names[r->def->kind], r->def->what, lasted);
+		return ROUND_OK;
+	}
+
+	/* cut, failed or bad data: back off, then watch again from r->rv */
+	k8s_log_failure(res->kind == K8S_RESULT_HTTP_ERROR ? WARNING : LOG,
+					k8s_watch_request(watch), NULL);
+	note_failure(r, res, "WATCH %s %s", r->def->what, k8s_watch_end_name(end));
+	k8s_watch_free(watch);
+	return ROUND_BACKOFF;
+}
+
+/* ---------------------------------------------------------------------
+ * main loop
+ * ---------------------------------------------------------------------
+ */
+
+/* Read where the watcher stands from the database. */
+static void
+load_state(Reflector *r)
+{
+	Datum		arg;
+	char	   *rv;
+	char	   *stored_source;
+	char	   *import_done = NULL;
+
+	paidb_worker_begin("paidb: reading the watch state");
+	prepare_plans();
+	arg = CStringGetTextDatum(r->def->watcher);
+	rv = spi_single_text(plan_get_rv, &arg, paidb_worker_context);
+	arg = CStringGetTextDatum(source_key(r));
+	stored_source = spi_single_text(plan_get_installation, &arg, paidb_worker_context);
+	if (r->def->adopt_on_first_run)
+	{
+		arg = CStringGetTextDatum(PAIDB_INITIAL_IMPORT_DONE);
+		import_done = spi_single_text(plan_get_installation, &arg, paidb_worker_context);
+	}
+	paidb_worker_commit();
+
+	r->import_pending = r->def->adopt_on_first_run && import_done == NULL;
+	r->rv = rv;
+	r->need_list = (rv == NULL || r->import_pending);
+	if (!r->need_list && (stored_source == NULL || strcmp(stored_source, r->source) != 0))
+	{
+		ereport(LOG,
+				(errmsg("paidb %s: the stored resourceVersion belongs to another API server or namespace, listing %s again",
+						paidb_worker_names[r->def->kind], r->def->what)));
+		r->need_list = true;
+	}
+	if (!r->need_list)
+		ereport(LOG,
+				(errmsg("paidb %s: resuming the watch of %s at resourceVersion \"%s\"",
+						paidb_worker_names[r->def->kind], r->def->what, r->rv)));
+}
+
+/* Run a watcher for ever. */
+static void
+reflector_main(const WatcherDef *def)
+{
+	Reflector  *r;
+
+	MemoryContextSwitchTo(paidb_worker_context);
+	r = palloc0(sizeof(Reflector));
+	r->def = def;
+	r->retry_after_ms = -1;
+	r->items = palloc(sizeof(WatchItem) * WATCH_BATCH_MAX_ITEMS);
+	r->batch_cxt = AllocSetContextCreate(paidb_worker_context, "paidb watch batch",
+										 ALLOCSET_DEFAULT_SIZES);
+	r->item_cxt = AllocSetContextCreate(paidb_worker_context, "paidb watch item",
+										ALLOCSET_DEFAULT_SIZES);
+	r->list_cxt = AllocSetContextCreate(paidb_worker_context, "paidb watch list",
+										ALLOCSET_DEFAULT_SIZES);
+	r->round_cxt = AllocSetContextCreate(paidb_worker_context, "paidb watch round",
+										 ALLOCSET_SMALL_SIZES);
+	r->client = k8s_client_create(paidb_worker_context);
+	compute_source(r, r->source);
+	load_state(r);
+
+	for (;;)
+	{
+		RoundOutcome outcome;
+
+		CHECK_FOR_INTERRUPTS();
+		(void) reflector_reload(r);
+		outcome = r->need_list ? run_list(r) : run_watch(r);
+		MemoryContextSwitchTo(paidb_worker_context);
+		if (outcome == ROUND_BACKOFF)
+		{
+			r->failures++;
+			backoff_sleep(r);
+		}
+	}
+}
+
+/* The framework watcher's main loop. */
+void
+paidb_framework_watcher_main(void)
+{
+	reflector_main(&framework_watcher);
+}
+
+/* The event watcher's main loop. */
+void
+paidb_event_watcher_main(void)
+{
+	reflector_main(&event_watcher);
+}

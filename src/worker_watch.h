@@ -1,0 +1,24 @@
+/*
+ * worker_watch.h — the framework watcher and the event watcher (SPEC §6):
+ * LIST then WATCH from the API server, applying what they see to the
+ * database in batches.
+ */
+#ifndef PAIDB_WORKER_WATCH_H
+#define PAIDB_WORKER_WATCH_H
+
+/* Key of the framework watcher in paidb.watch_state */
+#define PAIDB_WATCHER_FRAMEWORKS	"frameworks"
+
+/* Key of the event watcher in paidb.watch_state */
+#define PAIDB_WATCHER_EVENTS		"events"
+
+/* paidb.installation key set once existing frameworks have been adopted */
+#define PAIDB_INITIAL_IMPORT_DONE	"initial_import_done"
+
+/* Main loop of the framework watcher; never returns */
+extern void paidb_framework_watcher_main(void);
+
+/* Main loop of the event watcher; never returns */
+extern void paidb_event_watcher_main(void);
+
+#endif							/* PAIDB_WORKER_WATCH_H */

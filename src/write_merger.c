@@ -1,0 +1,956 @@
+/*
+ * write_merger.c — the write merger inside PostgreSQL (SPEC §3, §5).
+ *
+ * OpenPAI's rest-server called a "write merger" over HTTP; here the same
+ * decisions are SQL functions.  Every read-modify-write of a framework row
+ * happens under its row lock (SELECT ... FOR UPDATE) in the caller's
+ * transaction, so concurrent submissions, patches and watch events for one
+ * job serialise on that row and no update is lost.
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "funcapi.h"
+#include "lib/stringinfo.h"
+#include "miscadmin.h"
+#include "utils/builtins.h"
+#include "utils/jsonb.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+
+#include "guc.h"
+#include "history.h"
+#include "jsonb_util.h"
+#include "merge_patch.h"
+#include "snapshot.h"
+#include "sync_signal.h"
+#include "write_merger.h"
+
+PG_FUNCTION_INFO_V1(paidb_put_framework_request);
+PG_FUNCTION_INFO_V1(paidb_patch_framework_request);
+PG_FUNCTION_INFO_V1(paidb_stop_framework);
+PG_FUNCTION_INFO_V1(paidb_apply_watch_event);
+PG_FUNCTION_INFO_V1(paidb_import_frameworks);
+
+/* The add-on keys of put_framework_request and their columns. */
+#define NUM_ADDONS 5
+static const char *const addon_keys[NUM_ADDONS] = {
+	"configSecretDef", "userExtensionSecretDef", "priorityClassDef",
+	"dockerSecretDef", "tokenSecretDef"
+};
+
+/* What the row lock returned about a stored framework. */
+typedef struct StoredFramework
+{
+	bool		found;
+	int64		generation;
+	Jsonb	   *snapshot;
+	bool		has_rv;
+	int64		resource_version;
+	bool		request_synced;
+	bool		api_server_deleted;
+} StoredFramework;
+
+/* Plans prepared once per backend and kept (SPI_keepplan). */
+static SPIPlanPtr plan_lock = NULL;
+static SPIPlanPtr plan_insert = NULL;
+static SPIPlanPtr plan_update = NULL;
+static SPIPlanPtr plan_clear_addons = NULL;
+static SPIPlanPtr plan_queue_orphan = NULL;
+static SPIPlanPtr plan_forget_orphan = NULL;
+
+/* Prepare a statement once and keep it for the life of the backend. */
+static SPIPlanPtr
+prepare_kept(const char *sql, int nargs, Oid *argtypes)
+{
+	SPIPlanPtr	plan = SPI_prepare(sql, nargs, argtypes);
+
+	if (plan == NULL)
+		elog(ERROR, "SPI_prepare failed for \"%s\": %s", sql,
+			 SPI_result_code_string(SPI_result));
+	if (SPI_keepplan(plan) != 0)
+		elog(ERROR, "SPI_keepplan failed");
+	return plan;
+}
+
+/* Prepare every plan of this module (inside an SPI connection). */
+static void
+prepare_plans(void)
+{
+	StringInfoData sql;
+	Oid			types[PAIDB_NUM_DERIVED + 16];
+	int			i,
+				n;
+
+	if (plan_lock != NULL)
+		return;
+
+	types[0] = TEXTOID;
+	plan_lock = prepare_kept(
+							 "SELECT request_generation, snapshot, resource_version, request_synced, "
+							 "api_server_deleted FROM paidb.framework WHERE name = $1 FOR UPDATE",
+							 1, types);
+
+	/* INSERT: name, derived..., submission_time, snapshot, generation, synced, rv, add-ons */
+	initStringInfo(&sql);
+	appendStringInfoString(&sql, "INSERT INTO paidb.framework (name");
+	for (i = 0; i < PAIDB_NUM_DERIVED; i++)
+		appendStringInfo(&sql, ", %s", paidb_derived_column_names[i]);
+	appendStringInfoString(&sql, ", submission_time, snapshot, request_generation, "
+						   "request_synced, resource_version, config_secret_def, "
+						   "user_extension_secret_def, priority_class_def, "
+						   "docker_secret_def, token_secret_def) VALUES ($1");
+	n = 1;
+	types[0] = TEXTOID;
+	for (i = 0; i < PAIDB_NUM_DERIVED; i++)
+	{
+		types[n] = paidb_derived_column_types[i];
+		appendStringInfo(&sql, ", $%d", ++n);
+	}
+	types[n] = TIMESTAMPTZOID;
+	types[n + 1] = JSONBOID;
+	types[n + 2] = INT8OID;
+	types[n + 3] = BOOLOID;
+	types[n + 4] = INT8OID;
+	for (i = 0; i < NUM_ADDONS; i++)
+		types[n + 5 + i] = JSONBOID;
+	for (i = 0; i < 5 + NUM_ADDONS; i++)
+		appendStringInfo(&sql, ", $%d", ++n);
+	appendStringInfoString(&sql, ") ON CONFLICT (name) DO NOTHING RETURNING name");
+	plan_insert = prepare_kept(sql.data, n, types);
+
+	/* UPDATE: derived..., snapshot, generation, synced, deleted, rv, reset_sent, name */
+	resetStringInfo(&sql);
+	appendStringInfoString(&sql, "UPDATE paidb.framework SET ");
+	n = 0;
+	for (i = 0; i < PAIDB_NUM_DERIVED; i++)
+	{
+		types[n] = paidb_derived_column_types[i];
+		appendStringInfo(&sql, "%s = $%d, ", paidb_derived_column_names[i], ++n);
+	}
+	types[n] = JSONBOID;
+	types[n + 1] = INT8OID;
+	types[n + 2] = BOOLOID;
+	types[n + 3] = BOOLOID;
+	types[n + 4] = INT8OID;
+	types[n + 5] = BOOLOID;
+	types[n + 6] = BOOLOID;
+	types[n + 7] = TEXTOID;
+	/* reset_sent: a new request to send; reset_due: send (or delete) now */
+	appendStringInfo(&sql,
+					 "snapshot = $%d, request_generation = $%d, request_synced = $%d, "
+					 "api_server_deleted = $%d, resource_version = $%d, "
+					 "sent_generation = CASE WHEN $%d THEN NULL ELSE sent_generation END, "
+					 "sync_failures = CASE WHEN $%d THEN 0 ELSE sync_failures END, "
+					 "next_sync_at = CASE WHEN $%d THEN NULL ELSE next_sync_at END, "
+					 "updated_at = pg_catalog.now() WHERE name = $%d",
+					 n + 1, n + 2, n + 3, n + 4, n + 5, n + 6, n + 6, n + 7, n + 8);
+	plan_update = prepare_kept(sql.data, n + 8, types);
+
+	types[0] = TEXTOID;
+	plan_clear_addons = prepare_kept(
+									 "UPDATE paidb.framework SET config_secret_def = NULL, "
+									 "user_extension_secret_def = NULL, priority_class_def = NULL, "
+									 "docker_secret_def = NULL, token_secret_def = NULL WHERE name = $1",
+									 1, types);
+
+	types[0] = TEXTOID;
+	types[1] = TEXTOID;
+	types[2] = TEXTOID;
+	types[3] = INT8OID;
+	plan_queue_orphan = prepare_kept(
+									 "INSERT INTO paidb.orphan (name, namespace, uid, resource_version) "
+									 "VALUES ($1, $2, $3, $4) ON CONFLICT (name) DO UPDATE SET "
+									 "namespace = EXCLUDED.namespace, uid = EXCLUDED.uid, "
+									 "resource_version = EXCLUDED.resource_version",
+									 4, types);
+	plan_forget_orphan = prepare_kept("DELETE FROM paidb.orphan WHERE name = $1", 1, types);
+	pfree(sql.data);
+}
+
+/* Whether a name matches ^[a-z0-9]{1,63}$, the frameworkcontroller CRD pattern. */
+static bool
+valid_framework_name(const char *name)
+{
+	int			len = strlen(name);
+	int			i;
+
+	if (len < 1 || len > 63)
+		return false;
+	for (i = 0; i < len; i++)
+		if (!((name[i] >= 'a' && name[i] <= 'z') || (name[i] >= '0' && name[i] <= '9')))
+			return false;
+	return true;
+}
+
+/* Refuse a request that is not a well-formed framework request. */
+static char *
+validate_request(Jsonb *request)
+{
+	JsonbValue	v;
+	char	   *name;
+	static const char *const objects[][2] = {
+		{"metadata", NULL}, {"metadata", "labels"}, {"metadata", "annotations"}, {"spec", NULL}
+	};
+	int			i;
+
+	if (VARSIZE(request) > (Size) paidb_max_request_bytes)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("framework request is too large"),
+				 errdetail("The request takes %zu bytes; paidb.max_request_bytes is %d.",
+						   (Size) VARSIZE(request), paidb_max_request_bytes),
+				 errhint("Make the request smaller or raise paidb.max_request_bytes.")));
+	if (!JB_ROOT_IS_OBJECT(request))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("framework request must be a JSON object")));
+	for (i = 0; i < lengthof(objects); i++)
+	{
+		int			n = objects[i][1] ? 2 : 1;
+
+		if (jb_get_path(&request->root, &v, n, objects[i]) &&
+			!(v.type == jbvBinary && JsonContainerIsObject(v.val.binary.data)))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("%s%s%s of a framework request must be a JSON object",
+							objects[i][0], n == 2 ? "." : "", n == 2 ? objects[i][1] : "")));
+	}
+	if (!jb_get_path(&request->root, &v, 2, (const char *[]) {"metadata", "name"}))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("framework request has no metadata.name"),
+				 errhint("Every framework request must name its framework.")));
+	if (v.type != jbvString)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("metadata.name of a framework request must be a string")));
+	name = pnstrdup(v.val.string.val, v.val.string.len);
+	if (!valid_framework_name(name))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid framework name \"%s\"", name),
+				 errdetail("Framework names must match ^[a-z0-9]{1,63}$: 1 to 63 lower-case letters or digits."),
+				 errhint("The API server refuses other names, so paidb does too.")));
+	return name;
+}
+
+/* Lock and read the stored row of a framework, if any. */
+static void
+lock_framework(const char *name, StoredFramework *row)
+{
+	Datum		arg = CStringGetTextDatum(name);
+	bool		isnull;
+	HeapTuple	tup;
+	TupleDesc	desc;
+	Datum		d;
+
+	memset(row, 0, sizeof(*row));
+	if (SPI_execute_plan(plan_lock, &arg, NULL, false, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not lock framework \"%s\"", name);
+	if (SPI_processed == 0)
+		return;
+	tup = SPI_tuptable->vals[0];
+	desc = SPI_tuptable->tupdesc;
+	row->found = true;
+	row->generation = DatumGetInt64(SPI_getbinval(tup, desc, 1, &isnull));
+	d = SPI_getbinval(tup, desc, 2, &isnull);
+	/* copy out of SPI memory: the caller uses it after further SPI calls */
+	row->snapshot = isnull ? NULL : DatumGetJsonbPCopy(d);
+	d = SPI_getbinval(tup, desc, 3, &isnull);
+	row->has_rv = !isnull;
+	row->resource_version = isnull ? 0 : DatumGetInt64(d);
+	row->request_synced = DatumGetBool(SPI_getbinval(tup, desc, 4, &isnull));
+	row->api_server_deleted = DatumGetBool(SPI_getbinval(tup, desc, 5, &isnull));
+}
+
+/* Insert a new framework row; false if another transaction inserted it first. */
+static bool
+insert_framework(const char *name, Jsonb *snapshot, TimestampTz submission_time,
+				 int64 generation, bool synced, bool has_rv, int64 rv,
+				 Jsonb *const *addons)
+{
+	DerivedColumns d;
+	Datum		values[PAIDB_NUM_DERIVED + 16];
+	char		nulls[PAIDB_NUM_DERIVED + 16];
+	int			i,
+				n = 0;
+
+	paidb_derive_columns(snapshot, &d);
+	values[n] = CStringGetTextDatum(name);
+	nulls[n++] = ' ';
+	for (i = 0; i < PAIDB_NUM_DERIVED; i++)
+	{
+		values[n] = d.values[i];
+		nulls[n++] = d.nulls[i] ? 'n' : ' ';
+	}
+	values[n] = TimestampTzGetDatum(submission_time);
+	nulls[n++] = ' ';
+	values[n] = JsonbPGetDatum(snapshot);
+	nulls[n++] = ' ';
+	values[n] = Int64GetDatum(generation);
+	nulls[n++] = ' ';
+	values[n] = BoolGetDatum(synced);
+	nulls[n++] = ' ';
+	values[n] = Int64GetDatum(rv);
+	nulls[n++] = has_rv ? ' ' : 'n';
+	for (i = 0; i < NUM_ADDONS; i++)
+	{
+		values[n] = addons && addons[i] ? JsonbPGetDatum(addons[i]) : (Datum) 0;
+		nulls[n++] = addons && addons[i] ? ' ' : 'n';
+	}
+	if (SPI_execute_plan(plan_insert, values, nulls, false, 0) != SPI_OK_INSERT_RETURNING)
+		elog(ERROR, "could not insert framework \"%s\"", name);
+	return SPI_processed == 1;
+}
+
+/* Rewrite a framework row from a new snapshot and sync flags. */
+static void
+update_framework(const char *name, Jsonb *snapshot, int64 generation, bool synced,
+				 bool deleted, bool has_rv, int64 rv, bool reset_sent, bool reset_due)
+{
+	DerivedColumns d;
+	Datum		values[PAIDB_NUM_DERIVED + 9];
+	char		nulls[PAIDB_NUM_DERIVED + 9];
+	int			i,
+				n = 0;
+
+	paidb_derive_columns(snapshot, &d);
+	for (i = 0; i < PAIDB_NUM_DERIVED; i++)
+	{
+		values[n] = d.values[i];
+		nulls[n++] = d.nulls[i] ? 'n' : ' ';
+	}
+	values[n] = JsonbPGetDatum(snapshot);
+	nulls[n++] = ' ';
+	values[n] = Int64GetDatum(generation);
+	nulls[n++] = ' ';
+	values[n] = BoolGetDatum(synced);
+	nulls[n++] = ' ';
+	values[n] = BoolGetDatum(deleted);
+	nulls[n++] = ' ';
+	values[n] = Int64GetDatum(rv);
+	nulls[n++] = has_rv ? ' ' : 'n';
+	values[n] = BoolGetDatum(reset_sent);
+	nulls[n++] = ' ';
+	values[n] = BoolGetDatum(reset_sent || reset_due);
+	nulls[n++] = ' ';
+	values[n] = CStringGetTextDatum(name);
+	nulls[n++] = ' ';
+	if (SPI_execute_plan(plan_update, values, nulls, false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "could not update framework \"%s\"", name);
+}
+
+/* The status member of a snapshot as a value, or NULL for the pending status. */
+static JsonbValue *
+snapshot_status(Jsonb *snapshot)
+{
+	JsonbValue *v = palloc(sizeof(JsonbValue));
+
+	if (snapshot == NULL ||
+		!jb_get_path(&snapshot->root, v, 1, (const char *[]) {"status"}) ||
+		v->type == jbvNull)
+		return NULL;
+	return v;
+}
+
+/* Result of storing a request for an existing or new framework. */
+typedef struct RequestOutcome
+{
+	int64		generation;
+	bool		created;
+	bool		changed;
+} RequestOutcome;
+
+/*
+ * Store `request` (already validated) for `name`, holding the row lock of an
+ * existing row `row`: no change when equal ignoring requestGeneration,
+ * otherwise generation + 1 and request_synced = false.
+ */
+static void
+store_changed_request(const char *name, Jsonb *request, StoredFramework *row,
+					  RequestOutcome *out)
+{
+	Jsonb	   *newreq = paidb_request_part(&request->root, 0);
+	Jsonb	   *oldreq = paidb_request_part(&row->snapshot->root, 0);
+	Jsonb	   *stored;
+	Jsonb	   *snapshot;
+
+	out->created = false;
+	if (jb_container_equal(&newreq->root, &oldreq->root))
+	{
+		out->generation = row->generation;
+		out->changed = false;
+		return;
+	}
+	out->generation = row->generation + 1;
+	out->changed = true;
+	stored = paidb_request_part(&request->root, out->generation);
+	snapshot = paidb_compose_snapshot(&stored->root, &row->snapshot->root,
+									  snapshot_status(row->snapshot));
+	update_framework(name, snapshot, out->generation, false, row->api_server_deleted,
+					 row->has_rv, row->resource_version, true, true);
+	if (!row->api_server_deleted)
+		paidb_note_sync_needed();
+}
+
+/* Validate the add_ons argument and pick out the five definitions. */
+static void
+read_addons(Jsonb *add_ons, Jsonb **defs)
+{
+	JsonbIterator *it;
+	JsonbValue	v;
+	JsonbIteratorToken tok;
+	int			i;
+
+	for (i = 0; i < NUM_ADDONS; i++)
+		defs[i] = NULL;
+	if (add_ons == NULL)
+		return;
+	if (!JB_ROOT_IS_OBJECT(add_ons))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("add_ons must be a JSON object"),
+				 errhint("Pass an object with keys such as configSecretDef and dockerSecretDef.")));
+	it = JsonbIteratorInit(&add_ons->root);
+	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+	{
+		char	   *key;
+		JsonbValue	val;
+
+		if (tok != WJB_KEY)
+			continue;
+		key = pnstrdup(v.val.string.val, v.val.string.len);
+		for (i = 0; i < NUM_ADDONS; i++)
+			if (strcmp(key, addon_keys[i]) == 0)
+				break;
+		if (i == NUM_ADDONS)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("unknown add-on \"%s\"", key),
+					 errdetail("Add-ons are configSecretDef, userExtensionSecretDef, priorityClassDef, dockerSecretDef and tokenSecretDef.")));
+		tok = JsonbIteratorNext(&it, &val, true);
+		Assert(tok == WJB_VALUE);
+		if (val.type == jbvNull)
+			continue;
+		if (val.type != jbvBinary || !JsonContainerIsObject(val.val.binary.data))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("add-on definition \"%s\" must be a JSON object", key),
+					 errdetail("An add-on definition is the Kubernetes object to create, e.g. a Secret.")));
+		defs[i] = JsonbValueToJsonb(&val);
+	}
+}
+
+/* Return one row through the materialised-SRF protocol. */
+static void
+return_one_row(FunctionCallInfo fcinfo, Datum *values, bool *nulls)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+
+	InitMaterializedSRF(fcinfo, 0);
+	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+}
+
+/*
+ * put_framework_request(request, submission_time, add_ons): create or
+ * replace a job's request (the write merger's PUT).
+ */
+Datum
+paidb_put_framework_request(PG_FUNCTION_ARGS)
+{
+	Jsonb	   *request;
+	TimestampTz submission_time;
+	Jsonb	   *defs[NUM_ADDONS];
+	char	   *name;
+	StoredFramework row;
+	RequestOutcome out;
+	Datum		values[4];
+	bool		nulls[4] = {false, false, false, false};
+
+	if (PG_ARGISNULL(0))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("framework request must be a JSON object"),
+				 errdetail("The request is NULL.")));
+	request = PG_GETARG_JSONB_P(0);
+	submission_time = PG_ARGISNULL(1) ? GetCurrentTransactionStartTimestamp() : PG_GETARG_TIMESTAMPTZ(1);
+	name = validate_request(request);
+	read_addons(PG_ARGISNULL(2) ? NULL : PG_GETARG_JSONB_P(2), defs);
+
+	SPI_connect();
+	prepare_plans();
+	for (;;)
+	{
+		lock_framework(name, &row);
+		if (row.found)
+		{
+			/* add-ons given for an existing job are ignored (SPEC §3) */
+			store_changed_request(name, request, &row, &out);
+			break;
+		}
+		else
+		{
+			Jsonb	   *stored = paidb_request_part(&request->root, 1);
+			Jsonb	   *snapshot = paidb_compose_snapshot(&stored->root, NULL, NULL);
+
+			if (insert_framework(name, snapshot, submission_time, 1, false,
+								 false, 0, defs))
+			{
+				out.generation = 1;
+				out.created = true;
+				out.changed = true;
+				paidb_note_sync_needed();
+				break;
+			}
+			/* a concurrent put inserted it first: lock that row and compare */
+			CHECK_FOR_INTERRUPTS();
+		}
+	}
+	SPI_finish();
+
+	values[0] = CStringGetTextDatum(name);
+	values[1] = Int64GetDatum(out.generation);
+	values[2] = BoolGetDatum(out.created);
+	values[3] = BoolGetDatum(out.changed);
+	return_one_row(fcinfo, values, nulls);
+	return (Datum) 0;
+}
+
+/* Apply a merge patch to a stored request (shared by patch and stop). */
+static void
+patch_request(FunctionCallInfo fcinfo, const char *name, Jsonb *patch)
+{
+	StoredFramework row;
+	RequestOutcome out;
+	Jsonb	   *current;
+	Jsonb	   *patched;
+	char	   *patched_name;
+	JsonbValue	v;
+	Datum		values[2];
+	bool		nulls[2] = {false, false};
+
+	if (!JB_ROOT_IS_OBJECT(patch))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("a framework patch must be a JSON object"),
+				 errhint("Send a JSON merge patch (RFC 7396) such as {\"spec\": {\"executionType\": \"Stop\"}}.")));
+	if (jb_get_path(&patch->root, &v, 2, (const char *[]) {"metadata", "name"}) &&
+		!(v.type == jbvString && v.val.string.len == (int) strlen(name) &&
+		  memcmp(v.val.string.val, name, v.val.string.len) == 0))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("a patch cannot rename framework \"%s\"", name),
+				 errdetail("The patch sets metadata.name to a different value.")));
+	/* the status belongs to the API server: a patch never touches it */
+	if (jb_get_path(&patch->root, &v, 1, (const char *[]) {"status"}))
+	{
+		JsonbValue *vals[1] = {NULL};
+
+		patch = JsonbValueToJsonb(jb_object_replace(&patch->root, 1, (const char *[]) {"status"}, vals));
+	}
+
+	SPI_connect();
+	prepare_plans();
+	lock_framework(name, &row);
+	if (!row.found)
+		ereport(ERROR,
+				(errcode(ERRCODE_NO_DATA_FOUND),
+				 errmsg("framework \"%s\" does not exist", name)));
+	current = paidb_request_part(&row.snapshot->root, row.generation);
+	patched = paidb_merge_patch(current, patch);
+	patched_name = validate_request(patched);
+	if (strcmp(patched_name, name) != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("a patch cannot rename framework \"%s\"", name)));
+	store_changed_request(name, patched, &row, &out);
+	SPI_finish();
+
+	values[0] = Int64GetDatum(out.generation);
+	values[1] = BoolGetDatum(out.changed);
+	return_one_row(fcinfo, values, nulls);
+}
+
+/* patch_framework_request(name, patch): the write merger's PATCH. */
+Datum
+paidb_patch_framework_request(PG_FUNCTION_ARGS)
+{
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("framework name and patch must not be NULL")));
+	patch_request(fcinfo, text_to_cstring(PG_GETARG_TEXT_PP(0)), PG_GETARG_JSONB_P(1));
+	return (Datum) 0;
+}
+
+/* stop_framework(name): set spec.executionType to Stop. */
+Datum
+paidb_stop_framework(PG_FUNCTION_ARGS)
+{
+	static const char stop[] = "{\"spec\": {\"executionType\": \"Stop\"}}";
+
+	if (PG_ARGISNULL(0))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("framework name must not be NULL")));
+	patch_request(fcinfo, text_to_cstring(PG_GETARG_TEXT_PP(0)),
+				  jb_from_text(stop, sizeof(stop) - 1));
+	return (Datum) 0;
+}
+
+/* The status of a watched object, task role statuses decompressed. */
+static JsonbValue *
+watched_status(Jsonb *object, const char *name)
+{
+	char	   *error = NULL;
+	Jsonb	   *decompressed = paidb_decompress_snapshot_internal(object, &error);
+
+	if (decompressed == NULL)
+	{
+		/* keep the compressed form rather than lose the event */
+		ereport(WARNING,
+				(errcode(ERRCODE_DATA_EXCEPTION),
+				 errmsg("cannot decompress task role statuses of framework \"%s\"", name),
+				 errdetail("%s.", error),
+				 errhint("The status is stored with taskRoleStatusesCompressed as received.")));
+		decompressed = object;
+	}
+	return snapshot_status(decompressed);
+}
+
+/* Normalise a watch event type; ERROR for anything that is not one. */
+static const char *
+normalise_event_type(const char *type)
+{
+	if (strcmp(type, "ADDED") == 0)
+		return "ADDED";
+	if (strcmp(type, "MODIFIED") == 0 || strcmp(type, "MODIFED") == 0)
+		return "MODIFIED";
+	if (strcmp(type, "DELETED") == 0)
+		return "DELETED";
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("unknown watch event type \"%s\"", type),
+			 errhint("Event types are ADDED, MODIFIED and DELETED.")));
+	return NULL;				/* keep compiler quiet */
+}
+
+/* Queue (or forget) a framework unknown to the database (SPEC §5.1). */
+static void
+handle_orphan(const char *type, const char *name, Jsonb *object)
+{
+	Datum		values[4];
+	char		nulls[4] = {' ', ' ', ' ', ' '};
+	char	   *ns = jb_get_cstring(&object->root, 2, (const char *[]) {"metadata", "namespace"});
+	char	   *uid = jb_get_cstring(&object->root, 2, (const char *[]) {"metadata", "uid"});
+	int64		rv = 0;
+
+	values[0] = CStringGetTextDatum(name);
+	if (strcmp(type, "DELETED") == 0)
+	{
+		/* it is gone already: nothing left to delete */
+		SPI_execute_plan(plan_forget_orphan, values, nulls, false, 0);
+		return;
+	}
+	if (paidb_retain_mode)
+		return;
+	values[1] = ns ? CStringGetTextDatum(ns) : (Datum) 0;
+	nulls[1] = ns ? ' ' : 'n';
+	values[2] = uid ? CStringGetTextDatum(uid) : (Datum) 0;
+	nulls[2] = uid ? ' ' : 'n';
+	nulls[3] = paidb_object_resource_version(&object->root, &rv) ? ' ' : 'n';
+	values[3] = Int64GetDatum(rv);
+	if (SPI_execute_plan(plan_queue_orphan, values, nulls, false, 0) != SPI_OK_INSERT)
+		elog(ERROR, "could not queue orphan framework \"%s\"", name);
+	paidb_note_sync_needed();
+}
+
+/* Merge one watch event into the database (SPEC §5), inside SPI. */
+static const char *
+apply_event(const char *type, Jsonb *object)
+{
+	char	   *name;
+	StoredFramework row;
+	int64		rv = 0;
+	bool		has_rv;
+	Jsonb	   *request;
+	Jsonb	   *snapshot;
+	DerivedColumns newcols;
+	DerivedColumns oldcols;
+	int64		object_generation;
+	bool		synced;
+
+	type = normalise_event_type(type);
+	if (!JB_ROOT_IS_OBJECT(object))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("a watched framework must be a JSON object")));
+	name = jb_get_cstring(&object->root, 2, (const char *[]) {"metadata", "name"});
+	if (name == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("a watched framework has no metadata.name")));
+
+	prepare_plans();
+	lock_framework(name, &row);
+	if (!row.found)
+	{
+		handle_orphan(type, name, object);
+		return "orphan";
+	}
+
+	/* 2. stale: compare only when both are decimal (etcd's always are) */
+	has_rv = paidb_object_resource_version(&object->root, &rv);
+	if (has_rv && row.has_rv && rv < row.resource_version)
+		return "stale";
+	if (!has_rv)
+	{
+		/* keep the stored version when the object has no usable one */
+		has_rv = row.has_rv;
+		rv = row.resource_version;
+	}
+
+	/* 3. the request is ours; the status is the API server's */
+	request = paidb_request_part(&row.snapshot->root, row.generation);
+
+	if (strcmp(type, "DELETED") == 0)
+	{
+		JsonbValue *status = watched_status(object, name);
+		Jsonb	   *deleted = paidb_compose_snapshot(&request->root, &object->root, status);
+
+		paidb_derive_columns(deleted, &newcols);
+		if (!newcols.completed)
+		{
+			/* deleted behind our back before it completed: create it again */
+			snapshot = paidb_compose_snapshot(&request->root, NULL, NULL);
+			update_framework(name, snapshot, row.generation, false, false, has_rv, rv, true, true);
+			paidb_note_sync_needed();
+			return "reset";
+		}
+		paidb_derive_columns(row.snapshot, &oldcols);
+		if (newcols.attempt_index > oldcols.attempt_index && oldcols.attempt_index >= 0)
+			paidb_record_history_internal(row.snapshot, "retry");
+		update_framework(name, deleted, row.generation, row.request_synced, true, has_rv, rv, false, false);
+		/* the add-on definitions hold secrets: drop them with the job */
+		{
+			Datum		arg = CStringGetTextDatum(name);
+
+			SPI_execute_plan(plan_clear_addons, &arg, NULL, false, 0);
+		}
+		return "deleted";
+	}
+
+	snapshot = paidb_compose_snapshot(&request->root, &object->root, watched_status(object, name));
+	object_generation = paidb_request_generation(&object->root);
+	synced = (object_generation == row.generation);
+
+	/* 5. a new attempt: the previous one goes to the history first */
+	paidb_derive_columns(snapshot, &newcols);
+	paidb_derive_columns(row.snapshot, &oldcols);
+	if (newcols.attempt_index > oldcols.attempt_index && oldcols.attempt_index >= 0)
+		paidb_record_history_internal(row.snapshot, "retry");
+
+	/* newly completed, or out of step again: the sync worker acts now */
+	update_framework(name, snapshot, row.generation, synced, false, has_rv, rv, false,
+					 (newcols.completed && !oldcols.completed) || (!synced && row.request_synced));
+	if (!synced || newcols.completed)
+		paidb_note_sync_needed();
+	return (synced && !row.request_synced) ? "synced" : "updated";
+}
+
+/* Merge one watch event (C entry point for the watcher). */
+const char *
+paidb_apply_watch_event_internal(const char *event_type, Jsonb *object)
+{
+	const char *result;
+
+	SPI_connect();
+	result = apply_event(event_type, object);
+	SPI_finish();
+	return result;
+}
+
+/* apply_watch_event(event_type, object): merge one watch event (SPEC §5). */
+Datum
+paidb_apply_watch_event(PG_FUNCTION_ARGS)
+{
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("event type and object must not be NULL")));
+	PG_RETURN_TEXT_P(cstring_to_text(
+									 paidb_apply_watch_event_internal(text_to_cstring(PG_GETARG_TEXT_PP(0)),
+																	  PG_GETARG_JSONB_P(1))));
+}
+
+/* Import one listed framework as an already-synced job; true if new. */
+static bool
+import_one(Jsonb *object)
+{
+	char	   *name;
+	StoredFramework row;
+	int64		generation;
+	Jsonb	   *request;
+	Jsonb	   *snapshot;
+	char	   *created;
+	TimestampTz submission_time = GetCurrentTransactionStartTimestamp();
+	int64		rv = 0;
+	bool		has_rv;
+
+	if (!JB_ROOT_IS_OBJECT(object))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("every framework to import must be a JSON object")));
+	name = jb_get_cstring(&object->root, 2, (const char *[]) {"metadata", "name"});
+	if (name == NULL || !valid_framework_name(name))
+	{
+		/* a real API server cannot hold such a framework; skip, don't fail */
+		ereport(WARNING,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("skipping framework with invalid name \"%s\"", name ? name : "(none)")));
+		return false;
+	}
+	lock_framework(name, &row);
+	if (row.found)
+		return false;
+
+	generation = paidb_request_generation(&object->root);
+	if (generation <= 0)
+		generation = 1;
+	request = paidb_request_part(&object->root, generation);
+	snapshot = paidb_compose_snapshot(&request->root, &object->root, watched_status(object, name));
+	created = jb_get_cstring(&object->root, 2, (const char *[]) {"metadata", "creationTimestamp"});
+	if (created)
+		submission_time = DatumGetTimestampTz(DirectFunctionCall3(timestamptz_in,
+																  CStringGetDatum(created),
+																  ObjectIdGetDatum(InvalidOid),
+																  Int32GetDatum(-1)));
+	has_rv = paidb_object_resource_version(&object->root, &rv);
+	if (!insert_framework(name, snapshot, submission_time, generation, true, has_rv, rv, NULL))
+		return false;
+	{
+		DerivedColumns d;
+
+		paidb_derive_columns(snapshot, &d);
+		if (d.completed)
+			paidb_note_sync_needed();
+	}
+	return true;
+}
+
+/* Import one framework listed from the API server; true if it was new. */
+bool
+paidb_import_framework_internal(Jsonb *object)
+{
+	bool		result;
+
+	SPI_connect();
+	prepare_plans();
+	result = import_one(object);
+	SPI_finish();
+	return result;
+}
+
+/* import_frameworks(objects): adopt frameworks listed from an API server. */
+Datum
+paidb_import_frameworks(PG_FUNCTION_ARGS)
+{
+	Jsonb	   *objects;
+	JsonbContainer *items;
+	JsonbValue	v;
+	int			count = 0;
+	int			n,
+				i;
+
+	if (PG_ARGISNULL(0))
+		PG_RETURN_INT32(0);
+	objects = PG_GETARG_JSONB_P(0);
+	if (JB_ROOT_IS_ARRAY(objects) && !JB_ROOT_IS_SCALAR(objects))
+		items = &objects->root;
+	else if (JB_ROOT_IS_OBJECT(objects) &&
+			 jb_get_path(&objects->root, &v, 1, (const char *[]) {"items"}) &&
+			 v.type == jbvBinary && JsonContainerIsArray(v.val.binary.data))
+		items = v.val.binary.data;
+	else
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("frameworks to import must be a JSON array or a List object with items")));
+
+	SPI_connect();
+	prepare_plans();
+	n = JsonContainerSize(items);
+	for (i = 0; i < n; i++)
+	{
+		JsonbValue *item = getIthJsonbValueFromContainer(items, i);
+
+		CHECK_FOR_INTERRUPTS();
+		if (item->type != jbvBinary || !JsonContainerIsObject(item->val.binary.data))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("item %d of the frameworks to import is not a JSON object", i)));
+		if (import_one(JsonbValueToJsonb(item)))
+			count++;
+	}
+	SPI_finish();
+	PG_RETURN_INT32(count);
+}
+
+/*
+ * Fail a framework that never started after a permanent refusal by the API
+ * server: Completed with code -1100, plus a Warning framework_event.
+ */
+bool
+paidb_fail_permanently_internal(const char *name, int64 generation, const char *message)
+{
+	StoredFramework row;
+	DerivedColumns cols;
+	Jsonb	   *request;
+	Jsonb	   *snapshot;
+	bool		failed = false;
+
+	SPI_connect();
+	prepare_plans();
+	lock_framework(name, &row);
+	if (row.found && row.generation == generation && !row.api_server_deleted)
+	{
+		paidb_derive_columns(row.snapshot, &cols);
+		/* only a framework that never started: pending status, no retries */
+		if (!cols.nulls[PAIDB_COL_SUB_STATE] &&
+			strcmp(TextDatumGetCString(cols.values[PAIDB_COL_SUB_STATE]), "AttemptCreationPending") == 0 &&
+			(cols.nulls[PAIDB_COL_RETRIES] || DatumGetInt32(cols.values[PAIDB_COL_RETRIES]) == 0))
+		{
+			Datum		args[3];
+			Oid			types[3] = {TEXTOID, TEXTOID, TEXTOID};
+
+			request = paidb_request_part(&row.snapshot->root, row.generation);
+			snapshot = paidb_compose_snapshot(&request->root, &row.snapshot->root,
+											  paidb_permanent_failure_status(message));
+			/* the request is what it is: nothing more to send for it */
+			update_framework(name, snapshot, row.generation, false, false,
+							 row.has_rv, row.resource_version, false, true);
+			args[0] = CStringGetTextDatum(name);
+			args[1] = CStringGetTextDatum(message ? message : "");
+			args[2] = CStringGetTextDatum(psprintf(INT64_FORMAT, generation));
+			if (SPI_execute_with_args(
+									  "INSERT INTO paidb.framework_event (uid, framework_name, type, reason, message, "
+									  "first_timestamp, last_timestamp, count, source_component, event) "
+									  "VALUES (pg_catalog.md5($1 || '+' || $3 || '+CreateFrameworkPermanentFailed'), $1, "
+									  "'Warning', 'CreateFrameworkPermanentFailed', $2, pg_catalog.now(), pg_catalog.now(), 1, "
+									  "'paidb', pg_catalog.jsonb_build_object('reason', 'CreateFrameworkPermanentFailed', "
+									  "'message', $2, 'type', 'Warning', 'requestGeneration', $3)) "
+									  "ON CONFLICT (uid) DO UPDATE SET count = framework_event.count + 1, "
+									  "last_timestamp = EXCLUDED.last_timestamp, message = EXCLUDED.message, "
+									  "updated_at = pg_catalog.now()",
+									  3, types, args, NULL, false, 0) != SPI_OK_INSERT)
+				elog(ERROR, "could not record the permanent failure of framework \"%s\"", name);
+			paidb_note_sync_needed();
+			failed = true;
+		}
+	}
+	SPI_finish();
+	return failed;
+}

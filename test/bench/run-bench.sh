@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# make bench: paidb's performance figures, each printed next to the figure it
+# is compared with, measured in the same run on this machine.  Medians of
+# several runs; the machine is shared and noisy, so read ratios, not
+# absolutes.  Run as root (servers run as postgres).
+set -uo pipefail
+
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+. "$ROOT/test/lib/common.sh"
+[ "$(id -u)" = 0 ] || { echo "run as root" >&2; exit 2; }
+paidb_install_packages || exit 1
+paidb_build_install "$ROOT" || exit 1
+
+BENCH=$(mktemp -d /tmp/paidb-bench.XXXXXX)
+chmod 755 "$BENCH"
+chown postgres "$BENCH"
+PORT=$(paidb_free_port)
+trap 'paidb_stop_pg "$BENCH/pg"' EXIT
+# durable commits, as in production; shared_buffers sized for the 100k-job runs
+paidb_start_pg "$BENCH/pg" "$PORT" "fsync = on" "shared_buffers = '512MB'" "max_connections = 50" || exit 1
+export PGHOST=127.0.0.1 PGPORT=$PORT PGUSER=postgres PGDATABASE=postgres
+psql -X -q -c "CREATE EXTENSION paidb" -f "$ROOT/test/bench/fixtures.sql" >/dev/null || exit 1
+
+RUNS=${BENCH_RUNS:-3}
+SECS=${BENCH_SECONDS:-8}
+
+median() { sort -n | awk '{a[NR]=$1} END {if (NR % 2) print a[(NR+1)/2]; else printf "%.1f\n", (a[NR/2]+a[NR/2+1])/2}'; }
+
+# tps of a pgbench script: pgbench_tps FILE CLIENTS
+pgbench_tps() {
+    su postgres -c "pgbench -n -h $PGHOST -p $PGPORT -c $2 -j 2 -T $SECS -f $1 postgres" 2>&1 |
+        sed -n 's/^tps = \([0-9.]*\) .*/\1/p' | head -1
+}
+
+echo "== jsonb_merge_patch"
+if [ -x "$ROOT/test/bench/merge_patch_bench.sh" ] || [ -f "$ROOT/test/bench/merge_patch_bench.sh" ]; then
+    bash "$ROOT/test/bench/merge_patch_bench.sh"
+fi
+
+echo
+echo "== put_framework_request: new ~3 KB requests, 8 concurrent clients (pgbench, $RUNS x ${SECS}s, fsync on)"
+cat > "$BENCH/put.sql" <<'EOS'
+SELECT name FROM paidb.put_framework_request(bench.request_3kb('p' || md5(random()::text || clock_timestamp()::text)));
+EOS
+cat > "$BENCH/floor.sql" <<'EOS'
+INSERT INTO bench.raw (name, doc) SELECT n, bench.request_3kb(n) FROM (SELECT 'p' || md5(random()::text || clock_timestamp()::text) AS n) s;
+EOS
+psql -X -q -c "CREATE TABLE bench.raw (name text PRIMARY KEY, doc jsonb NOT NULL, inserted_at timestamptz DEFAULT now())"
+chmod 644 "$BENCH"/*.sql
+put=(); floor=()
+for i in $(seq "$RUNS"); do
+    put+=("$(pgbench_tps "$BENCH/put.sql" 8)")
+    floor+=("$(pgbench_tps "$BENCH/floor.sql" 8)")
+done
+PUT=$(printf '%s\n' "${put[@]}" | median)
+FLOOR=$(printf '%s\n' "${floor[@]}" | median)
+echo "put_framework_request: ${PUT} submissions/s (median; runs: ${put[*]})"
+echo "floor, plain INSERT of the same jsonb into a keyed table: ${FLOOR}/s (runs: ${floor[*]})"
+awk -v p="$PUT" -v f="$FLOOR" 'BEGIN {printf "ratio put/floor: %.2f; target >= 5000/s: %s\n", p/f, (p >= 5000 ? "PASS" : "MISS")}'
+
+echo
+echo "== apply_watch_event: status updates of existing jobs, 8 clients"
+psql -X -q <<'EOS'
+SELECT count(*) FROM generate_series(1, 800) i,
+  paidb.put_framework_request(bench.request_3kb('w' || i));
+CREATE SEQUENCE bench.rv START 1000;
+CREATE TABLE bench.raw_status (name text PRIMARY KEY, doc jsonb);
+INSERT INTO bench.raw_status SELECT 'w' || i, bench.request_3kb('w' || i) FROM generate_series(1, 800) i;
+EOS
+cat > "$BENCH/event.sql" <<'EOS'
+\set j random(1, 100)
+SELECT paidb.apply_watch_event('MODIFIED', jsonb_build_object(
+  'apiVersion', 'frameworkcontroller.microsoft.com/v1', 'kind', 'Framework',
+  'metadata', jsonb_build_object('name', 'w' || ((:client_id % 8) * 100 + :j), 'resourceVersion', nextval('bench.rv')::text,
+                                 'annotations', jsonb_build_object('requestGeneration', '1')),
+  'status', jsonb_build_object('state', 'AttemptRunning', 'runTime', '2020-08-01T10:01:00Z',
+     'attemptStatus', jsonb_build_object('id', 0, 'completionStatus', null,
+        'taskRoleStatuses', jsonb_build_array(jsonb_build_object('name', 'worker', 'taskStatuses', jsonb_build_array()))),
+     'retryPolicyStatus', jsonb_build_object('totalRetriedCount', 0, 'accountableRetriedCount', 0))));
+EOS
+cat > "$BENCH/event_floor.sql" <<'EOS'
+\set j random(1, 100)
+UPDATE bench.raw_status SET doc = doc || jsonb_build_object('status', jsonb_build_object('state', 'AttemptRunning',
+  'rv', nextval('bench.rv'), 'attemptStatus', jsonb_build_object('id', 0, 'completionStatus', null,
+   'taskRoleStatuses', jsonb_build_array(jsonb_build_object('name', 'worker', 'taskStatuses', jsonb_build_array()))),
+  'retryPolicyStatus', jsonb_build_object('totalRetriedCount', 0, 'accountableRetriedCount', 0)))
+ WHERE name = 'w' || ((:client_id % 8) * 100 + :j);
+EOS
+chmod 644 "$BENCH"/*.sql
+ev=(); evf=()
+for i in $(seq "$RUNS"); do
+    ev+=("$(pgbench_tps "$BENCH/event.sql" 8)")
+    evf+=("$(pgbench_tps "$BENCH/event_floor.sql" 8)")
+done
+EV=$(printf '%s\n' "${ev[@]}" | median)
+EVF=$(printf '%s\n' "${evf[@]}" | median)
+echo "apply_watch_event: ${EV} status updates/s (median; runs: ${ev[*]})"
+echo "floor, plain UPDATE of the same row with jsonb ||: ${EVF}/s (runs: ${evf[*]})"
+awk -v p="$EV" -v f="$EVF" 'BEGIN {printf "ratio apply/floor: %.2f\n", p/f}'
+
+echo
+echo "== the fake API server's capacity"
+if [ -f "$ROOT/test/bench/bench_fake.py" ]; then
+    /usr/bin/python3 "$ROOT/test/bench/bench_fake.py"
+fi
+
+if [ -f "$ROOT/test/bench/stress.sh" ]; then
+    echo
+    echo "== end to end: 100,000 jobs through SQL into the API server"
+    bash "$ROOT/test/bench/stress.sh"
+fi

@@ -1,0 +1,61 @@
+# test/lib/common.sh — shared by test/run-tests.sh, test/run-demo.sh and
+# the benchmarks: Debian packages, building, and throwaway PostgreSQL servers.
+# Everything here runs as root; servers run as the postgres user.
+
+PG_BIN=/usr/lib/postgresql/15/bin
+PAIDB_DEBS="postgresql-15 postgresql-server-dev-15 postgresql-contrib libcurl4-openssl-dev \
+libjson-c-dev zlib1g-dev libyaml-dev pkg-config make gcc postgresql-15-pgtap \
+libtap-parser-sourcehandler-pgtap-perl libipc-run-perl python3 openssl curl"
+
+# Install the Debian packages paidb and its tests need (only what is missing).
+paidb_install_packages() {
+    local missing=() p
+    for p in $PAIDB_DEBS; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
+    done
+    # kubectl: the machine's own if present, else Debian's kubernetes-client
+    command -v kubectl >/dev/null 2>&1 || missing+=(kubernetes-client)
+    if [ ${#missing[@]} -gt 0 ]; then
+        echo "== installing Debian packages: ${missing[*]}"
+        export DEBIAN_FRONTEND=noninteractive
+        apt-get update -qq && apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null \
+            || { echo "apt-get install failed" >&2; return 1; }
+    fi
+    # Debian's postgresql package starts a cluster on 5432; we use our own.
+    return 0
+}
+
+# Build and install the extension from $1 (the source tree).
+paidb_build_install() {
+    local src=$1
+    echo "== building and installing paidb"
+    make -C "$src" -s -j2 >/dev/null || { make -C "$src"; return 1; }
+    make -C "$src" -s install >/dev/null || return 1
+}
+
+# A free TCP port on 127.0.0.1.
+paidb_free_port() {
+    /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+}
+
+# Start a throwaway PostgreSQL: paidb_start_pg DATADIR PORT [extra postgresql.conf lines...]
+paidb_start_pg() {
+    local data=$1 port=$2; shift 2
+    rm -rf "$data"
+    mkdir -p "$(dirname "$data")"
+    chown postgres "$(dirname "$data")"
+    su postgres -c "$PG_BIN/initdb -D '$data' -A trust -U postgres >/dev/null" || return 1
+    {
+        echo "port = $port"
+        echo "listen_addresses = '127.0.0.1'"
+        echo "unix_socket_directories = '$(dirname "$data")'"
+        echo "fsync = off"
+        for line in "$@"; do echo "$line"; done
+    } >> "$data/postgresql.conf"
+    su postgres -c "$PG_BIN/pg_ctl -D '$data' -l '$data.log' -w -t 60 start >/dev/null" || { cat "$data.log"; return 1; }
+}
+
+# Stop a throwaway PostgreSQL.
+paidb_stop_pg() {
+    su postgres -c "$PG_BIN/pg_ctl -D '$1' -m fast -w stop >/dev/null 2>&1" || true
+}

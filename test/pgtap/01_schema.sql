@@ -1,0 +1,68 @@
+-- pgTAP: the schema of SPEC §2.
+BEGIN;
+SET client_min_messages = warning;
+CREATE EXTENSION IF NOT EXISTS pgtap;
+DROP EXTENSION IF EXISTS paidb CASCADE;
+CREATE EXTENSION paidb;
+SELECT plan(57);
+
+SELECT has_schema('paidb');
+SELECT tables_are('paidb', ARRAY['framework', 'framework_history', 'task_history', 'pod',
+    'framework_event', 'pod_event', 'tag', 'orphan', 'watch_state', 'installation']);
+
+-- framework
+SELECT col_is_pk('paidb', 'framework', 'name', 'framework is keyed by name');
+SELECT col_type_is('paidb', 'framework', 'snapshot', 'jsonb', 'snapshot is jsonb');
+SELECT col_type_is('paidb', 'framework', 'request_generation', 'bigint', 'request_generation is bigint');
+SELECT col_not_null('paidb', 'framework', 'request_generation', 'request_generation is not null');
+SELECT col_not_null('paidb', 'framework', 'submission_time', 'submission_time is not null');
+SELECT col_type_is('paidb', 'framework', 'submission_time', 'timestamp with time zone', 'submission_time is timestamptz');
+SELECT col_default_is('paidb', 'framework', 'request_synced', 'false', 'request_synced defaults to false');
+SELECT col_not_null('paidb', 'framework', 'request_synced', 'request_synced is not null');
+SELECT col_default_is('paidb', 'framework', 'api_server_deleted', 'false', 'api_server_deleted defaults to false');
+SELECT col_not_null('paidb', 'framework', 'api_server_deleted', 'api_server_deleted is not null');
+SELECT col_default_is('paidb', 'framework', 'archived', 'false', 'archived defaults to false');
+SELECT col_type_is('paidb', 'framework', 'resource_version', 'bigint', 'resource_version is bigint');
+SELECT col_type_is('paidb', 'framework', c, 'jsonb', c || ' is jsonb')
+  FROM unnest(ARRAY['config_secret_def', 'user_extension_secret_def', 'priority_class_def',
+                    'docker_secret_def', 'token_secret_def']) c;
+SELECT has_column('paidb', 'framework', c, 'framework has ' || c)
+  FROM unnest(ARRAY['namespace', 'job_name', 'user_name', 'job_config', 'execution_type',
+    'virtual_cluster', 'job_priority', 'total_gpu_number', 'total_task_number',
+    'total_task_role_number', 'log_path_infix', 'creation_time', 'launch_time',
+    'completion_time', 'retries', 'retry_delay_time', 'platform_retries',
+    'resource_retries', 'user_retries', 'app_exit_code', 'sub_state', 'state']) c;
+SELECT is((SELECT count(*)::int FROM information_schema.columns
+            WHERE table_schema = 'paidb' AND table_name = 'framework'
+              AND column_name ~ '^(notification|notified)_at_(running|succeeded|failed|stopped|retried)$'),
+          10, 'framework has the ten notification columns');
+SELECT is((SELECT count(*)::int FROM information_schema.columns
+            WHERE table_schema = 'paidb' AND column_name IN ('inserted_at', 'updated_at')
+              AND table_name IN ('framework', 'framework_history', 'task_history', 'pod',
+                                 'framework_event', 'pod_event', 'tag')),
+          14, 'every OpenPAI table has inserted_at and updated_at');
+SELECT throws_ok($$INSERT INTO paidb.framework (name, submission_time, snapshot, request_generation)
+                  VALUES ('bad-name', now(), '{}', 1)$$, '23514', NULL,
+                 'the name check refuses names the API server refuses');
+
+-- history and the others
+SELECT col_is_pk('paidb', 'framework_history', 'uid', 'framework_history is keyed by uid');
+SELECT col_default_is('paidb', 'framework_history', 'history_type', 'retry', 'history_type defaults to retry');
+SELECT col_not_null('paidb', 'framework_history', 'history_type', 'history_type is not null');
+SELECT col_is_pk('paidb', 'framework_event', 'uid', 'framework_event is keyed by the event uid');
+SELECT col_is_unique('paidb', 'tag', ARRAY['framework_name', 'name'], 'tag is unique on (framework_name, name)');
+SELECT col_is_pk('paidb', 'pod', 'uid', 'pod is keyed by uid');
+SELECT col_is_pk('paidb', 'pod_event', 'uid', 'pod_event is keyed by uid');
+SELECT col_is_pk('paidb', 'task_history', 'uid', 'task_history is keyed by uid');
+
+-- indexes
+SELECT has_index('paidb', 'framework', 'framework_needs_sync_idx', 'the work list has a partial index');
+SELECT matches((SELECT pg_get_indexdef('paidb.framework_needs_sync_idx'::regclass)),
+               'WHERE \(\(NOT api_server_deleted\) AND \(\(NOT request_synced\) OR \(sub_state = ''Completed''::text\)\)\)',
+               'the partial index covers exactly the rows needing sync');
+SELECT has_index('paidb', 'framework', 'framework_submission_time_idx', 'jobs are listed by submission time');
+SELECT has_index('paidb', 'framework_history', 'framework_history_framework_name_idx', 'history is found by framework');
+SELECT has_index('paidb', 'framework_event', 'framework_event_framework_name_idx', 'events are found by framework');
+
+SELECT * FROM finish();
+ROLLBACK;

@@ -1,0 +1,84 @@
+-- pgTAP: roles and privileges of SPEC §3.
+BEGIN;
+SET client_min_messages = warning;
+CREATE EXTENSION IF NOT EXISTS pgtap;
+DROP EXTENSION IF EXISTS paidb CASCADE;
+CREATE EXTENSION paidb;
+SELECT plan(64);
+
+SELECT has_role('paidb_writer');
+SELECT has_role('paidb_reader');
+CREATE ROLE paidb_test_writer IN ROLE paidb_writer;
+CREATE ROLE paidb_test_reader IN ROLE paidb_reader;
+CREATE ROLE paidb_test_nobody;
+
+-- nobody but the owner writes the tables directly
+SELECT ok(NOT has_table_privilege(r, 'paidb.' || t, p),
+          format('%s cannot %s paidb.%s', r, p, t))
+  FROM unnest(ARRAY['paidb_writer', 'paidb_reader', 'paidb_test_nobody']) r,
+       unnest(ARRAY['framework', 'framework_history', 'orphan']) t,
+       unnest(ARRAY['INSERT', 'UPDATE', 'DELETE']) p;
+
+-- the reader sees everything but the add-on definitions (secrets)
+SELECT ok(NOT has_column_privilege('paidb_reader', 'paidb.framework', c, 'SELECT'),
+          'paidb_reader cannot read ' || c)
+  FROM unnest(ARRAY['config_secret_def', 'user_extension_secret_def', 'priority_class_def',
+                    'docker_secret_def', 'token_secret_def']) c;
+SELECT ok(has_column_privilege('paidb_reader', 'paidb.framework', 'snapshot', 'SELECT'),
+          'paidb_reader reads snapshots');
+SELECT ok(has_column_privilege('paidb_writer', 'paidb.framework', 'docker_secret_def', 'SELECT'),
+          'paidb_writer reads add-on definitions');
+SELECT ok(NOT has_table_privilege('paidb_test_nobody', 'paidb.framework', 'SELECT'),
+          'other roles cannot read jobs');
+
+-- writing functions: the writer may, others may not
+SELECT ok(has_function_privilege('paidb_writer', f, 'EXECUTE'), 'paidb_writer may call ' || f)
+  FROM unnest(ARRAY['paidb.put_framework_request(jsonb, timestamptz, jsonb)',
+                    'paidb.patch_framework_request(text, jsonb)', 'paidb.stop_framework(text)',
+                    'paidb.apply_watch_event(text, jsonb)', 'paidb.import_frameworks(jsonb)',
+                    'paidb.record_history(jsonb, text)', 'paidb.wakeup()']) f;
+SELECT ok(NOT has_function_privilege(r, 'paidb.put_framework_request(jsonb, timestamptz, jsonb)', 'EXECUTE'),
+          r || ' may not submit jobs')
+  FROM unnest(ARRAY['paidb_reader', 'paidb_test_nobody']) r;
+SELECT ok(NOT has_function_privilege('paidb_test_nobody', 'paidb.status()', 'EXECUTE'),
+          'other roles cannot see worker status');
+
+-- SECURITY DEFINER functions pin search_path
+SELECT is(array_agg(proname::text ORDER BY proname),
+          ARRAY['apply_watch_event', 'import_frameworks', 'patch_framework_request',
+                'put_framework_request', 'record_history', 'stop_framework', 'wakeup'],
+          'exactly the writing functions are SECURITY DEFINER')
+  FROM pg_proc WHERE pronamespace = 'paidb'::regnamespace AND prosecdef;
+SELECT ok(proconfig @> ARRAY['search_path=pg_catalog, paidb'], proname || ' pins search_path')
+  FROM pg_proc WHERE pronamespace = 'paidb'::regnamespace AND prosecdef ORDER BY proname;
+
+-- as the writer: submitting works, touching tables directly does not
+SET ROLE paidb_test_writer;
+SELECT is((SELECT created FROM paidb.put_framework_request('{"metadata": {"name": "privjob"}}',
+            now(), '{"dockerSecretDef": {"kind": "Secret"}}')), true, 'the writer submits a job');
+SELECT is((SELECT docker_secret_def->>'kind' FROM paidb.framework WHERE name = 'privjob'), 'Secret',
+          'the writer reads add-on definitions');
+SELECT throws_ok($$UPDATE paidb.framework SET request_synced = true$$, '42501', NULL,
+                 'the writer cannot update the table directly');
+SELECT throws_ok($$DELETE FROM paidb.framework$$, '42501', NULL, 'the writer cannot delete rows');
+RESET ROLE;
+
+-- as the reader
+SET ROLE paidb_test_reader;
+SELECT is((SELECT name FROM paidb.framework), 'privjob', 'the reader lists jobs');
+SELECT throws_ok($$SELECT docker_secret_def FROM paidb.framework$$, '42501', NULL,
+                 'the reader cannot read secrets');
+SELECT throws_ok($$SELECT * FROM paidb.put_framework_request('{"metadata": {"name": "x"}}')$$, '42501', NULL,
+                 'the reader cannot submit');
+SELECT is((SELECT count(*)::int FROM paidb.status()), 3, 'the reader sees worker status');
+RESET ROLE;
+
+-- a hostile search_path cannot redirect the definer functions
+CREATE SCHEMA evil;
+CREATE FUNCTION evil.jsonb_typeof(jsonb) RETURNS text LANGUAGE sql AS $$SELECT 'hijacked'$$;
+SET search_path = evil, public;
+SELECT is((SELECT changed FROM paidb.stop_framework('privjob')), true, 'functions work under a hostile search_path');
+RESET search_path;
+
+SELECT * FROM finish();
+ROLLBACK;

@@ -1,0 +1,129 @@
+-- pgTAP: properties of RFC 7396 merge patch over generated documents, and
+-- of the write merger's work list.  Deterministic: the generator is seeded.
+BEGIN;
+SET client_min_messages = warning;
+CREATE EXTENSION IF NOT EXISTS pgtap;
+DROP EXTENSION IF EXISTS paidb CASCADE;
+CREATE EXTENSION paidb;
+\i test/bench/plpgsql_merge_patch.sql
+SELECT plan(12);
+
+-- A random JSON value: objects over a small key set (so patches hit
+-- existing keys), arrays, scalars, and nulls in patches.
+CREATE FUNCTION pg_temp.rand_json(depth int, with_nulls boolean) RETURNS jsonb
+LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+    r float8 := random();
+    obj jsonb := '{}';
+    n int;
+BEGIN
+    IF depth <= 0 OR r < 0.3 THEN
+        r := random();
+        RETURN CASE
+            WHEN with_nulls AND r < 0.15 THEN 'null'::jsonb
+            WHEN r < 0.35 THEN to_jsonb((random() * 1000)::int)
+            WHEN r < 0.55 THEN to_jsonb(md5(random()::text))
+            WHEN r < 0.65 THEN to_jsonb(random() < 0.5)
+            WHEN r < 0.75 THEN jsonb_build_array(1, 'x', jsonb_build_object('k', 1))
+            WHEN r < 0.8 THEN '12345678901234567890.123456789'::jsonb
+            ELSE to_jsonb('ключ ' || (random() * 10)::int)
+        END;
+    END IF;
+    n := (random() * 4)::int;
+    FOR i IN 1..n LOOP
+        obj := obj || jsonb_build_object(
+            (ARRAY['a', 'b', 'c', 'd', 'é', 'spec', 'metadata'])[1 + (random() * 6)::int],
+            pg_temp.rand_json(depth - 1, with_nulls));
+    END LOOP;
+    RETURN obj;
+END $$;
+
+SELECT setseed(0.42);
+CREATE TEMP TABLE cases AS
+  SELECT i, pg_temp.rand_json(4, false) AS t, pg_temp.rand_json(4, true) AS p,
+         pg_temp.rand_json(4, false) AS q
+    FROM generate_series(1, 400) i;
+CREATE TEMP TABLE results AS
+  SELECT i, t, p, q, paidb.jsonb_merge_patch(t, p) AS r, paidb.jsonb_merge_patch(t, q) AS rq FROM cases;
+
+SELECT is((SELECT count(*)::int FROM results WHERE r IS DISTINCT FROM bench.plpgsql_merge_patch(t, p)), 0,
+          'agrees with a plain RFC 7396 implementation on 400 generated pairs');
+SELECT is((SELECT count(*)::int FROM results WHERE paidb.jsonb_merge_patch(r, p) IS DISTINCT FROM r), 0,
+          'applying the same patch twice changes nothing more (idempotent)');
+SELECT is((SELECT count(*)::int FROM results WHERE jsonb_typeof(q) = 'object' AND NOT (rq @> q)), 0,
+          'a patch without nulls is contained in the result');
+SELECT is((SELECT count(*)::int FROM results, jsonb_each(p) e
+            WHERE jsonb_typeof(p) = 'object' AND e.value = 'null' AND r ? e.key), 0,
+          'members patched with null are gone');
+SELECT is((SELECT count(*)::int FROM results, jsonb_each(t) e
+            WHERE jsonb_typeof(p) = 'object' AND jsonb_typeof(t) = 'object' AND NOT p ? e.key
+              AND r -> e.key IS DISTINCT FROM e.value), 0,
+          'members the patch does not name are untouched');
+SELECT is((SELECT count(*)::int FROM results WHERE jsonb_typeof(p) <> 'object' AND r <> p), 0,
+          'a patch that is not an object replaces the target');
+SELECT is((SELECT count(*)::int FROM results WHERE jsonb_typeof(t) = 'object' AND paidb.jsonb_merge_patch(t, '{}') <> t), 0,
+          'the empty patch leaves objects unchanged');
+SELECT is((SELECT count(*)::int FROM results
+            WHERE jsonb_typeof(p) = 'object' AND jsonb_typeof(q) = 'object'
+              AND paidb.jsonb_merge_patch(paidb.jsonb_merge_patch(t, q), p)
+                  IS DISTINCT FROM bench.plpgsql_merge_patch(bench.plpgsql_merge_patch(t, q), p)), 0,
+          'sequences of patches agree with the reference');
+
+-- The write merger: for generated patches of a job, the stored request is
+-- the merge patch of the previous one and generations count the changes.
+SELECT * FROM paidb.put_framework_request('{"metadata": {"name": "propjob", "labels": {"a": "1"}}, "spec": {"executionType": "Start"}}') \g /dev/null
+CREATE TEMP TABLE patches AS
+  SELECT i, jsonb_build_object('spec', pg_temp.rand_json(2, true), 'metadata', jsonb_build_object('labels', pg_temp.rand_json(1, true))) AS p
+    FROM generate_series(1, 60) i;
+CREATE TEMP TABLE applied (i int, changed boolean, expected_changed boolean, ok boolean);
+DO $$
+DECLARE
+    rec record;
+    before jsonb;
+    expect jsonb;
+    res record;
+BEGIN
+    FOR rec IN SELECT * FROM patches ORDER BY i LOOP
+        SELECT snapshot - 'status' INTO before FROM paidb.framework WHERE name = 'propjob';
+        expect := paidb.jsonb_merge_patch(before, rec.p);
+        BEGIN
+            SELECT * INTO res FROM paidb.patch_framework_request('propjob', rec.p);
+            INSERT INTO applied SELECT rec.i, res.changed,
+                (expect #- '{metadata,annotations,requestGeneration}') IS DISTINCT FROM (before #- '{metadata,annotations,requestGeneration}'),
+                (SELECT (snapshot - 'status') #- '{metadata,annotations,requestGeneration}'
+                        = expect #- '{metadata,annotations,requestGeneration}' FROM paidb.framework WHERE name = 'propjob');
+        EXCEPTION WHEN invalid_parameter_value THEN
+            -- patches that make labels or spec a non-object are refused, nothing stored
+            INSERT INTO applied SELECT rec.i, NULL, NULL,
+                (SELECT snapshot - 'status' = before FROM paidb.framework WHERE name = 'propjob');
+        END;
+    END LOOP;
+END $$;
+SELECT is((SELECT count(*)::int FROM applied WHERE NOT ok), 0, 'every stored request is the merge patch of the one before (or unchanged when refused)');
+SELECT is((SELECT count(*)::int FROM applied WHERE changed IS DISTINCT FROM expected_changed AND changed IS NOT NULL), 0,
+          'changed is reported exactly when the request changed');
+SELECT is((SELECT request_generation FROM paidb.framework WHERE name = 'propjob'),
+          1 + (SELECT count(*) FROM applied WHERE changed),
+          'the generation counts the effective changes');
+
+-- The work list is an index scan (partial index) when most jobs are synced.
+SELECT paidb.import_frameworks(jsonb_agg(jsonb_build_object('metadata', jsonb_build_object('name', 'imp' || i, 'resourceVersion', i::text),
+         'status', jsonb_build_object('state', 'AttemptRunning')))) FROM generate_series(1, 5000) i \g /dev/null
+ANALYZE paidb.framework;
+CREATE FUNCTION pg_temp.work_list_plan() RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+    l text;
+    plan text := '';
+BEGIN
+    FOR l IN EXPLAIN SELECT name FROM paidb.framework
+              WHERE NOT api_server_deleted AND (NOT request_synced OR sub_state = 'Completed')
+                AND (next_sync_at IS NULL OR next_sync_at <= now())
+              ORDER BY next_sync_at NULLS FIRST, name LIMIT 32 LOOP
+        plan := plan || l || E'\n';
+    END LOOP;
+    RETURN plan;
+END $$;
+SELECT matches(pg_temp.work_list_plan(), 'framework_needs_sync_idx',
+               'the sync worker''s work list is an index scan of the partial index');
+SELECT * FROM finish();
+ROLLBACK;

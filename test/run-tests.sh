@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# Run every paidb test suite: pg_regress, pgTAP, the fake API server's own
+# tests (with kubectl), and the TAP integration tests.  Run as root on
+# Debian 12; installs what it needs; ends with "N passed, N failed".
+set -uo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+. "$ROOT/test/lib/common.sh"
+
+[ "$(id -u)" = 0 ] || { echo "run as root (servers run as the postgres user)" >&2; exit 2; }
+paidb_install_packages || exit 1
+paidb_build_install "$ROOT" || { echo "0 passed, 1 failed"; exit 1; }
+
+# A copy owned by postgres: pg_regress and prove write results next to the tests.
+WORK=$(mktemp -d /tmp/paidb-tests.XXXXXX)
+chmod 755 "$WORK"
+tar -C "$ROOT" --exclude=.git --exclude='*.o' --exclude='*.bc' --exclude=results \
+    --exclude=tmp_check -cf - . | tar -C "$WORK" -xf -
+mkdir -p "$WORK/src"
+chown -R postgres "$WORK"
+PORT=$(paidb_free_port)
+PGDATA_DIR="$WORK/pg/data"
+trap 'paidb_stop_pg "$PGDATA_DIR"' EXIT
+paidb_start_pg "$PGDATA_DIR" "$PORT" || { echo "0 passed, 1 failed"; exit 1; }
+export PGHOST=127.0.0.1 PGPORT=$PORT PGUSER=postgres
+
+PASSED=0
+FAILED=0
+add() { PASSED=$((PASSED + $1)); FAILED=$((FAILED + $2)); echo "-- $3: $1 passed, $2 failed"; }
+
+# Sum a TAP::Harness summary (prove, pg_prove): tests run and failures.
+harness_counts() {
+    local log=$1 rc=$2 total failed
+    total=$(sed -n 's/^Files=[0-9]*, Tests=\([0-9]*\),.*/\1/p' "$log" | tail -1)
+    failed=$(grep -oE 'Failed: [0-9]+' "$log" | awk '{s+=$2} END {print s+0}')
+    local bad_files
+    bad_files=$(grep -cE 'Parse errors|Wstat: [1-9]' "$log" || true)
+    total=${total:-0}
+    if [ "$rc" != 0 ] && [ "$failed" = 0 ]; then failed=$(( bad_files > 0 ? bad_files : 1 )); fi
+    echo "$((total - failed > 0 ? total - failed : 0)) $failed"
+}
+
+echo "== pg_regress (make installcheck)"
+su postgres -c "cd '$WORK' && PGHOST=$PGHOST PGPORT=$PGPORT make -s installcheck" > "$WORK/regress.log" 2>&1
+rc=$?
+cat "$WORK/regress.log"
+[ $rc = 0 ] || { [ -f "$WORK/regression.diffs" ] && head -200 "$WORK/regression.diffs"; }
+total=$(grep -cE '^(not )?ok [0-9]+|^test [a-z_]+ +\.\.\.|^ *(test )?[a-z_]+ +\.\.\. ' "$WORK/regress.log")
+failed=$(grep -cE '^not ok|\.\.\. FAILED|FAILED \(' "$WORK/regress.log")
+[ $rc != 0 ] && [ "$failed" = 0 ] && failed=1
+add $((total - failed)) "$failed" "pg_regress"
+
+echo "== pgTAP (pg_prove)"
+su postgres -c "createdb -h $PGHOST -p $PGPORT paidb_tap" >/dev/null 2>&1
+su postgres -c "cd '$WORK' && pg_prove -h $PGHOST -p $PGPORT -U postgres -d paidb_tap test/pgtap/*.sql" > "$WORK/pgtap.log" 2>&1
+rc=$?
+cat "$WORK/pgtap.log"
+read -r p f < <(harness_counts "$WORK/pgtap.log" $rc)
+add "$p" "$f" "pgTAP"
+
+echo "== kube-fake (its own tests, with kubectl)"
+if [ -d "$WORK/test/kube-fake" ]; then
+    (cd "$WORK" && /usr/bin/python3 -m unittest discover -s test/kube-fake -p 'test_*.py') > "$WORK/kubefake.log" 2>&1
+    rc=$?
+    tail -30 "$WORK/kubefake.log"
+    total=$(sed -n 's/^Ran \([0-9]*\) tests\{0,1\}.*/\1/p' "$WORK/kubefake.log" | tail -1)
+    total=${total:-0}
+    failed=$(sed -n 's/^FAILED (\(.*\))/\1/p' "$WORK/kubefake.log" | grep -oE '(failures|errors)=[0-9]+' | awk -F= '{s+=$2} END {print s+0}')
+    [ $rc != 0 ] && [ "$failed" = 0 ] && failed=1
+    add $((total - failed)) "$failed" "kube-fake"
+fi
+
+echo "== TAP integration tests (prove)"
+if ls "$WORK"/test/t/*.pl >/dev/null 2>&1; then
+    su postgres -c "cd '$WORK' && PATH=$PG_BIN:\$PATH PG_REGRESS=/usr/lib/postgresql/15/lib/pgxs/src/test/regress/pg_regress \
+        prove -I /usr/lib/postgresql/15/lib/pgxs/src/test/perl -I test/t/lib test/t/*.pl" > "$WORK/tap.log" 2>&1
+    rc=$?
+    cat "$WORK/tap.log"
+    [ $rc = 0 ] || for f in "$WORK"/tmp_check/log/regress_log_*; do [ -f "$f" ] && { echo "--- $f"; tail -60 "$f"; }; done
+    read -r p f < <(harness_counts "$WORK/tap.log" $rc)
+    add "$p" "$f" "TAP"
+fi
+
+echo
+echo "$PASSED passed, $FAILED failed"
+[ "$FAILED" = 0 ]

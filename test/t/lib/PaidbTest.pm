@@ -1,0 +1,400 @@
+# PaidbTest — shared helpers for paidb's end-to-end TAP tests: a node with
+# paidb preloaded and pointed at a kube-fake, OpenPAI-like job requests,
+# submission, polling with deadlines, and looks into the fake.
+#
+#   use lib 'test/t/lib';
+#   use PaidbTest;
+#   my $fake = PaidbTest::start_fake();
+#   my $node = PaidbTest::new_node('e2e', $fake);
+#   my $name = job_name('alice', 'job1');          # md5(user~job)
+#   my $req = job_request($name, exit_codes => '1', max_retry => 3);
+#   submit($node, $req, add_ons => { configSecretDef => {...} });
+#   ok(poll($node, "SELECT state = 'FAILED' FROM paidb.framework WHERE name = '$name'"));
+#
+# Every wait has a deadline ($PaidbTest::WAIT seconds unless told); nothing
+# here sleeps for a fixed time to let something happen.
+
+package PaidbTest;
+
+use strict;
+use warnings;
+
+use Carp;
+use Digest::MD5 qw(md5_hex);
+use Exporter 'import';
+use IPC::Run;
+use JSON::PP;
+use KubeFake;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(time usleep);
+
+our @EXPORT = qw(job_name job_request submit try_submit query poll
+  wait_until fw_path fake_framework fake_object fake_creates
+  fake_create_attempts fake_counter fake_requests fake_watches sql_json
+  install_state_log state_path worker_pid wait_for_workers log_since);
+
+# How long any single condition may take to become true (seconds).
+our $WAIT = 60;
+
+# Frameworks live in namespace "default" (paidb.k8s_namespace's default).
+our $NS = 'default';
+our $FW_COLLECTION = "/apis/frameworkcontroller.microsoft.com/v1/namespaces/$NS/frameworks";
+
+my $json = JSON::PP->new->canonical->allow_nonref;
+
+# ---------------------------------------------------------------- set-up
+
+# Start a kube-fake with the simulated controller, bookmarks every second and
+# a request log.  Options: dir, args (more command line), paused (start the
+# controller paused), bookmark_interval.
+sub start_fake
+{
+	my (%o) = @_;
+	my $dir = $o{dir} // PostgreSQL::Test::Utils::tempdir;
+	my @args = ('--run-seconds', '0.3', '--step-seconds', '0.05');
+	push @args, '--controller-paused' if $o{paused};
+	push @args, @{ $o{args} } if $o{args};
+	my $fake = KubeFake->start(
+		dir => $dir,
+		simulate_controller => 1,
+		bookmark_interval => $o{bookmark_interval} // 1,
+		log => "$dir/kube-fake-requests.log",
+		args => \@args);
+	$fake->{request_log} = "$dir/kube-fake-requests.log";
+	return $fake;
+}
+
+# A node with paidb preloaded, talking to $fake, started, with the extension
+# created (unless no_extension).  Options: retain_mode (default on),
+# resync_interval (default 3s), conf (more postgresql.conf lines).
+sub new_node
+{
+	my ($name, $fake, %o) = @_;
+	my $node = PostgreSQL::Test::Cluster->new($name);
+	$node->init;
+	my $retain = $o{retain_mode} // 'on';
+	my $resync = $o{resync_interval} // '3s';
+	my $url = $fake->url;
+	$node->append_conf('postgresql.conf', qq{
+shared_preload_libraries = 'paidb'
+paidb.database = 'postgres'
+paidb.k8s_api_server = '$url'
+paidb.resync_interval = '$resync'
+paidb.watch_timeout = '30s'
+paidb.retain_mode = $retain
+} . ($o{conf} // ''));
+	$node->start;
+	$node->safe_psql('postgres', 'CREATE EXTENSION paidb') unless $o{no_extension};
+	return $node;
+}
+
+# ---------------------------------------------------------------- jobs
+
+# OpenPAI's framework name: md5 of "user~job" (32 lower-case hex digits), so
+# the event watcher takes the pods' events too.
+sub job_name
+{
+	my ($user, $job) = @_;
+	return md5_hex("$user~$job");
+}
+
+# An OpenPAI-like framework request.  Options: user, job (for labels and the
+# config), task_roles (array of [name, taskNumber], default [['taskrole', 1]]),
+# max_retry (spec.retryPolicy.maxRetryCount, default 0), exit_codes,
+# run_seconds, step_seconds, hold_state (kube-fake annotations), config
+# (YAML text of annotation "config"; default: a minimal OpenPAI config),
+# annotations (more), pod_spec_extra (hash merged into every pod spec),
+# execution_type (default Start).
+sub job_request
+{
+	my ($name, %o) = @_;
+	my $user = $o{user} // 'alice';
+	my $job = $o{job} // $name;
+	my %ann = (
+		jobName => $job,
+		totalGpuNumber => '0',
+		logPathInfix => "$user/$job",
+		config => $o{config} // "protocolVersion: 2\nname: $job\ntype: job\n",
+	);
+	$ann{'kube-fake/exit-codes'} = $o{exit_codes} if defined $o{exit_codes};
+	$ann{'kube-fake/run-seconds'} = $o{run_seconds} if defined $o{run_seconds};
+	$ann{'kube-fake/step-seconds'} = $o{step_seconds} if defined $o{step_seconds};
+	$ann{'kube-fake/hold-state'} = $o{hold_state} if defined $o{hold_state};
+	%ann = (%ann, %{ $o{annotations} }) if $o{annotations};
+	my @roles;
+	for my $r (@{ $o{task_roles} // [ [ 'taskrole', 1 ] ] })
+	{
+		my ($rn, $n) = @$r;
+		push @roles, {
+			name => $rn,
+			taskNumber => $n,
+			frameworkAttemptCompletionPolicy => { minFailedTaskCount => 1, minSucceededTaskCount => -1 },
+			task => {
+				retryPolicy => { fancyRetryPolicy => JSON::PP::false, maxRetryCount => 0 },
+				podGracefulDeletionTimeoutSec => 1800,
+				pod => {
+					metadata => { labels => { userName => $user, jobName => $job, type => 'kube-launcher-task' } },
+					spec => {
+						restartPolicy => 'Never',
+						containers => [ { name => 'app', image => 'ubuntu:18.04',
+							command => [ 'sh', '-c', 'echo success' ] } ],
+						%{ $o{pod_spec_extra} // {} },
+					},
+				},
+			},
+		};
+	}
+	return {
+		apiVersion => 'frameworkcontroller.microsoft.com/v1',
+		kind => 'Framework',
+		metadata => {
+			name => $name,
+			labels => { userName => $user, virtualCluster => 'default', jobName => $job, type => 'kube-launcher' },
+			annotations => \%ann,
+		},
+		spec => {
+			executionType => $o{execution_type} // 'Start',
+			retryPolicy => { fancyRetryPolicy => JSON::PP::false, maxRetryCount => $o{max_retry} // 0 },
+			taskRoles => \@roles,
+		},
+	};
+}
+
+# A Perl value as a jsonb literal for SQL (dollar-quoted).
+sub sql_json
+{
+	my ($v) = @_;
+	my $text = ref $v ? $json->encode($v) : $v;
+	croak 'JSON contains the quote tag $J$' if $text =~ /\$J\$/;
+	return "\$J\$$text\$J\$::jsonb";
+}
+
+# The SQL of a submission (put_framework_request).
+sub _submit_sql
+{
+	my ($req, %o) = @_;
+	my $time = defined $o{submission_time} ? "'$o{submission_time}'::timestamptz" : 'now()';
+	my $addons = sql_json($o{add_ons} // {});
+	return "SELECT name, request_generation, created, changed FROM paidb.put_framework_request("
+	  . sql_json($req) . ", $time, $addons)";
+}
+
+# Submit a request; dies on error.  Returns {name, request_generation,
+# created, changed}.  Options: add_ons (hash of add-on definitions),
+# submission_time.
+sub submit
+{
+	my ($node, $req, %o) = @_;
+	my $out = $node->safe_psql('postgres', _submit_sql($req, %o));
+	my ($name, $gen, $created, $changed) = split /\|/, $out;
+	return { name => $name, request_generation => $gen, created => $created, changed => $changed };
+}
+
+# Submit a request without dying: (psql exit code, stdout, stderr).
+sub try_submit
+{
+	my ($node, $req, %o) = @_;
+	my ($out, $err) = ('', '');
+	my $ret = $node->psql('postgres', _submit_sql($req, %o), stdout => \$out, stderr => \$err);
+	return ($ret, $out, $err);
+}
+
+# One query through safe_psql on database postgres.
+sub query
+{
+	my ($node, $sql) = @_;
+	return $node->safe_psql('postgres', $sql);
+}
+
+# Run a query until its output equals $expected (default 't'), for at most
+# $secs seconds.  Connection failures (a restarting server) count as "not
+# yet".  On timeout: diag of the query, the expectation and the last output.
+sub poll
+{
+	my ($node, $sql, $expected, $secs) = @_;
+	$expected //= 't';
+	my $deadline = time() + ($secs // $WAIT);
+	my $cmd = [ $node->installed_command('psql'), '-XAtq', '-v', 'ON_ERROR_STOP=1',
+		'-d', $node->connstr('postgres') ];
+	my ($out, $err) = ('', '');
+	while (1)
+	{
+		($out, $err) = ('', '');
+		IPC::Run::run($cmd, '<', \$sql, '>', \$out, '2>', \$err);
+		chomp $out;
+		chomp $err;
+		return 1 if $out eq $expected && $err eq '';
+		last if time() > $deadline;
+		usleep(100_000);
+	}
+	diag("poll timed out after " . ($secs // $WAIT) . " s:\n$sql\nexpected: $expected\nlast output: $out\nstderr: $err");
+	return 0;
+}
+
+# Poll a Perl condition until it is true or $secs pass; returns its value.
+sub wait_until
+{
+	my ($cond, $secs) = @_;
+	my $deadline = time() + ($secs // $WAIT);
+	while (1)
+	{
+		my $v = $cond->();
+		return $v if $v;
+		return 0 if time() > $deadline;
+		usleep(50_000);
+	}
+}
+
+# ---------------------------------------------------------------- the fake
+
+# API path of one framework (or the collection).
+sub fw_path
+{
+	my ($name) = @_;
+	return defined $name ? "$FW_COLLECTION/$name" : $FW_COLLECTION;
+}
+
+# GET a framework from the fake: the object, or undef on 404.
+sub fake_framework
+{
+	my ($fake, $name) = @_;
+	return fake_object($fake, fw_path($name));
+}
+
+# GET any object from the fake: the object, or undef on 404 (dies otherwise).
+sub fake_object
+{
+	my ($fake, $path) = @_;
+	my ($code, $obj) = $fake->api(GET => $path);
+	return undef if $code == 404;
+	croak "GET $path from kube-fake: HTTP $code" unless $code == 200;
+	return $obj;
+}
+
+# Successful (201) creates of an object name in the fake (resource default frameworks).
+sub fake_creates
+{
+	my ($fake, $name, $resource) = @_;
+	return $fake->counters->{creates}{ $resource // 'frameworks' }{$name} // 0;
+}
+
+# Every create request of an object name, faulted and refused ones included.
+sub fake_create_attempts
+{
+	my ($fake, $name, $resource) = @_;
+	return $fake->counters->{createAttempts}{ $resource // 'frameworks' }{$name} // 0;
+}
+
+# A request counter ("list frameworks", "watch frameworks", "delete frameworks"…).
+sub fake_counter
+{
+	my ($fake, $key) = @_;
+	return $fake->counters->{requests}{$key} // 0;
+}
+
+# Requests the fake has logged so far (a line is written when a request
+# ends; a watch still open is not there yet), optionally only those whose
+# method matches $method and whose target matches the regex $target: a list
+# of [method, target, status] (status: the HTTP code, or for a watch how its
+# stream ended).
+sub fake_requests
+{
+	my ($fake, $method, $target) = @_;
+	my @out;
+	open(my $fh, '<', $fake->{request_log}) or return ();
+	while (my $line = <$fh>)
+	{
+		my (undef, $m, $t, $code) = split ' ', $line;
+		next unless defined $code;
+		next if defined $method && $m ne $method;
+		next if defined $target && $t !~ $target;
+		push @out, [ $m, $t, $code ];
+	}
+	close($fh);
+	return @out;
+}
+
+# How many watches of a resource (default frameworks) are open in the fake.
+sub fake_watches
+{
+	my ($fake, $resource) = @_;
+	$resource //= 'frameworks';
+	return scalar grep { $_->{resource} eq $resource } @{ $fake->watches };
+}
+
+# ---------------------------------------------------------------- the node
+
+# Record every state a job goes through: a trigger on paidb.framework writes
+# public.state_log whenever a row is inserted or its state changes, so a test
+# can check the whole path (WAITING -> RUNNING -> SUCCEEDED) however fast the
+# job was.
+sub install_state_log
+{
+	my ($node) = @_;
+	$node->safe_psql('postgres', q{
+CREATE TABLE public.state_log (
+    id bigserial PRIMARY KEY,
+    name text NOT NULL,
+    state text,
+    sub_state text,
+    at timestamptz NOT NULL DEFAULT clock_timestamp());
+CREATE FUNCTION public.log_state() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO public.state_log (name, state, sub_state) VALUES (NEW.name, NEW.state, NEW.sub_state);
+    RETURN NULL;
+END $$;
+CREATE TRIGGER log_state_insert AFTER INSERT ON paidb.framework
+    FOR EACH ROW EXECUTE FUNCTION public.log_state();
+CREATE TRIGGER log_state_update AFTER UPDATE ON paidb.framework
+    FOR EACH ROW WHEN (OLD.state IS DISTINCT FROM NEW.state)
+    EXECUTE FUNCTION public.log_state();
+});
+	return;
+}
+
+# The states a job went through, e.g. "WAITING RUNNING SUCCEEDED".
+sub state_path
+{
+	my ($node, $name) = @_;
+	my $s = $node->safe_psql('postgres',
+		"SELECT string_agg(coalesce(state, 'NULL'), ' ' ORDER BY id) FROM public.state_log WHERE name = '$name'");
+	return $s;
+}
+
+# The pid of a paidb worker ('sync', 'framework watcher', 'event watcher'), or 0.
+sub worker_pid
+{
+	my ($node, $worker) = @_;
+	return $node->safe_psql('postgres',
+		"SELECT coalesce(pid, 0) FROM paidb.status() WHERE worker = '$worker'");
+}
+
+# Wait until the three workers run (have a pid that is a live backend in
+# pg_stat_activity) and both watchers are watching (their LIST, or the
+# initial import, is done: from now on every event reaches the database);
+# with %old (worker => pid), until each has a new pid.
+sub wait_for_workers
+{
+	my ($node, %old) = @_;
+	my @cond;
+	for my $w ('sync', 'framework watcher', 'event watcher')
+	{
+		my $c = "(SELECT s.pid IS NOT NULL AND EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = s.pid)";
+		$c .= " AND s.state = 'watching'" if $w ne 'sync';
+		$c .= " AND s.pid <> $old{$w}" if $old{$w};
+		$c .= " FROM paidb.status() s WHERE s.worker = '$w')";
+		push @cond, $c;
+	}
+	return poll($node, 'SELECT ' . join(' AND ', @cond));
+}
+
+# The server log from byte $offset on.
+sub log_since
+{
+	my ($node, $offset) = @_;
+	return PostgreSQL::Test::Utils::slurp_file($node->logfile, $offset // 0);
+}
+
+1;
