@@ -76,7 +76,7 @@ SELECT name FROM paidb.put_framework_request(jsonb_build_object(
      'retryPolicy', jsonb_build_object('fancyRetryPolicy', true, 'maxRetryCount', $retries),
      'taskRoles', jsonb_build_array(jsonb_build_object('name', 'worker', 'taskNumber', 1,
         'task', jsonb_build_object('pod', jsonb_build_object('spec', jsonb_build_object(
-           'containers', jsonb_build_array(jsonb_build_object('name', 'main', 'image', 'ubuntu:20.04')))))))))
+           'containers', jsonb_build_array(jsonb_build_object('name', 'main', 'image', 'ubuntu:20.04'))))))))))
 EOF
 }
 
