@@ -24,7 +24,6 @@
 #include "lib/stringinfo.h"
 #include "utils/builtins.h"
 #include "utils/jsonb.h"
-#include "utils/memutils.h"
 #include "utils/numeric.h"
 #include "utils/timestamp.h"
 
@@ -83,7 +82,6 @@ paidb_history_uid_internal(const char *framework_name, int attempt_index,
 				(errcode(ERRCODE_OUT_OF_MEMORY),
 				 errmsg("could not compute %s hash: %s", "MD5", errstr)));
 
-	pfree(buf.data);
 	return hexsum;
 }
 
