@@ -346,3 +346,6 @@ GRANT EXECUTE ON FUNCTION
     paidb.import_frameworks(jsonb),
     paidb.wakeup()
     TO paidb_writer;
+
+-- Workers waiting for this CREATE EXTENSION start as soon as it commits.
+SELECT paidb.wakeup();

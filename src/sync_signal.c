@@ -16,6 +16,7 @@
 #include "worker_shmem.h"
 
 static bool sync_needed_at_commit = false;
+static bool workers_needed_at_commit = false;
 static bool callback_registered = false;
 
 /* Remember that the current transaction changed a row that needs syncing. */
@@ -38,10 +39,19 @@ paidb_xact_callback(XactEvent event, void *arg)
 				sync_needed_at_commit = false;
 				paidb_wake_worker(PAIDB_WORKER_SYNC);
 			}
+			if (workers_needed_at_commit)
+			{
+				int			i;
+
+				workers_needed_at_commit = false;
+				for (i = 0; i < PAIDB_NUM_WORKERS; i++)
+					paidb_wake_worker((PaidbWorkerKind) i);
+			}
 			break;
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PARALLEL_ABORT:
 			sync_needed_at_commit = false;
+			workers_needed_at_commit = false;
 			break;
 		default:
 			break;
@@ -60,10 +70,15 @@ paidb_sync_signal_init(void)
 
 PG_FUNCTION_INFO_V1(paidb_wakeup);
 
-/* wakeup(): wake the sync worker now. */
+/*
+ * wakeup(): wake the sync worker now, and every worker again at commit.
+ * The install script calls it, so that workers waiting for CREATE
+ * EXTENSION start as soon as it commits instead of at their next poll.
+ */
 Datum
 paidb_wakeup(PG_FUNCTION_ARGS)
 {
 	paidb_wake_worker(PAIDB_WORKER_SYNC);
+	workers_needed_at_commit = true;
 	PG_RETURN_VOID();
 }

@@ -598,7 +598,10 @@ claim_work(void)
 			else
 				job->step = STEP_PATCH;
 		}
+		/* the list outlives the transaction's memory: keep it in the loop's */
+		old = MemoryContextSwitchTo(loop_cxt);
 		started = lappend(started, job);
+		MemoryContextSwitchTo(old);
 		claimed++;
 	}
 	slots -= claimed;
@@ -615,12 +618,15 @@ claim_work(void)
 			TupleDesc	desc = SPI_tuptable->tupdesc;
 			bool		isnull;
 			SyncJob    *job = new_job(SPI_getvalue(tup, desc, 1));
+			MemoryContext old;
 
 			job->is_orphan = true;
 			job->uid = spi_text(tup, desc, 2, job->cxt);
 			job->failures = DatumGetInt32(SPI_getbinval(tup, desc, 3, &isnull));
 			job->step = STEP_DELETE_ORPHAN;
+			old = MemoryContextSwitchTo(loop_cxt);
 			started = lappend(started, job);
+			MemoryContextSwitchTo(old);
 			claimed++;
 		}
 		slots -= SPI_processed;

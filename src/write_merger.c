@@ -658,6 +658,9 @@ handle_orphan(const char *type, const char *name, Jsonb *object)
 	}
 	if (paidb_retain_mode)
 		return;
+	/* already being deleted (by us, most likely): nothing to queue */
+	if (jb_get_cstring(&object->root, 2, (const char *[]) {"metadata", "deletionTimestamp"}) != NULL)
+		return;
 	values[1] = ns ? CStringGetTextDatum(ns) : (Datum) 0;
 	nulls[1] = ns ? ' ' : 'n';
 	values[2] = uid ? CStringGetTextDatum(uid) : (Datum) 0;

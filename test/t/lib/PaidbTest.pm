@@ -33,7 +33,8 @@ use Time::HiRes qw(time usleep);
 our @EXPORT = qw(job_name job_request submit try_submit query poll
   wait_until fw_path fake_framework fake_object fake_creates
   fake_create_attempts fake_counter fake_requests fake_watches sql_json
-  install_state_log state_path worker_pid wait_for_workers log_since);
+  install_state_log state_log_sql state_path worker_pid wait_for_workers log_since
+  crash_lines);
 
 # How long any single condition may take to become true (seconds).
 our $WAIT = 60;
@@ -66,9 +67,15 @@ sub start_fake
 	return $fake;
 }
 
+my @nodes;
+
 # A node with paidb preloaded, talking to $fake, started, with the extension
 # created (unless no_extension).  Options: retain_mode (default on),
 # resync_interval (default 3s), conf (more postgresql.conf lines).
+#
+# restart_after_crash is on (the test harness turns it off, a real server
+# has it on): a crashing paidb worker then costs a crash recovery, not the
+# rest of the test; every test file checks the log for crashes at the end.
 sub new_node
 {
 	my ($name, $fake, %o) = @_;
@@ -84,10 +91,25 @@ paidb.k8s_api_server = '$url'
 paidb.resync_interval = '$resync'
 paidb.watch_timeout = '30s'
 paidb.retain_mode = $retain
+restart_after_crash = on
 } . ($o{conf} // ''));
 	$node->start;
+	push @nodes, $node;
 	$node->safe_psql('postgres', 'CREATE EXTENSION paidb') unless $o{no_extension};
 	return $node;
+}
+
+# A test that died half-way (or whose server died) must not make the
+# harness's own clean-up bail out of the whole run ("pg_ctl stop failed"):
+# stop our nodes first, tolerating a server that is gone.  (This END runs
+# before PostgreSQL::Test::Cluster's, which was loaded first.)
+END
+{
+	local $?;
+	for my $node (@nodes)
+	{
+		eval { $node->stop('immediate', fail_ok => 1); };
+	}
 }
 
 # ---------------------------------------------------------------- jobs
@@ -187,7 +209,7 @@ sub _submit_sql
 sub submit
 {
 	my ($node, $req, %o) = @_;
-	my $out = $node->safe_psql('postgres', _submit_sql($req, %o));
+	my $out = query($node, _submit_sql($req, %o));
 	my ($name, $gen, $created, $changed) = split /\|/, $out;
 	return { name => $name, request_generation => $gen, created => $created, changed => $changed };
 }
@@ -201,11 +223,24 @@ sub try_submit
 	return ($ret, $out, $err);
 }
 
-# One query through safe_psql on database postgres.
+# One query on database postgres, like safe_psql (dies on an error), except
+# that a server in crash recovery or restarting is waited for (up to $WAIT
+# seconds) instead of failing the test at once.
 sub query
 {
 	my ($node, $sql) = @_;
-	return $node->safe_psql('postgres', $sql);
+	my $deadline = time() + $WAIT;
+	while (1)
+	{
+		my ($out, $err) = ('', '');
+		my $ret = eval { $node->psql('postgres', $sql, stdout => \$out, stderr => \$err, on_error_stop => 1) };
+		$err .= $@ if !defined $ret;
+		return $out if defined $ret && $ret == 0;
+		my $down = !defined $ret || $ret == 2
+		  || $err =~ /the database system is (in recovery mode|starting up|shutting down|not yet accepting connections)|terminating connection because of crash|server closed the connection unexpectedly|could not connect|connection to server .* failed/;
+		croak "query failed: $err\nwhile running: $sql" unless $down && time() < $deadline;
+		usleep(100_000);
+	}
 }
 
 # Run a query until its output equals $expected (default 't'), for at most
@@ -222,7 +257,10 @@ sub poll
 	while (1)
 	{
 		($out, $err) = ('', '');
-		IPC::Run::run($cmd, '<', \$sql, '>', \$out, '2>', \$err);
+		# a server that is down or restarting: not yet (psql may even die
+		# before reading its input)
+		eval { IPC::Run::run($cmd, '<', \$sql, '>', \$out, '2>', \$err); };
+		$err .= $@ if $@;
 		chomp $out;
 		chomp $err;
 		return 1 if $out eq $expected && $err eq '';
@@ -333,7 +371,14 @@ sub fake_watches
 sub install_state_log
 {
 	my ($node) = @_;
-	$node->safe_psql('postgres', q{
+	$node->safe_psql('postgres', state_log_sql());
+	return;
+}
+
+# The SQL of install_state_log (to run it inside another transaction).
+sub state_log_sql
+{
+	return q{
 CREATE TABLE public.state_log (
     id bigserial PRIMARY KEY,
     name text NOT NULL,
@@ -350,15 +395,14 @@ CREATE TRIGGER log_state_insert AFTER INSERT ON paidb.framework
 CREATE TRIGGER log_state_update AFTER UPDATE ON paidb.framework
     FOR EACH ROW WHEN (OLD.state IS DISTINCT FROM NEW.state)
     EXECUTE FUNCTION public.log_state();
-});
-	return;
+};
 }
 
 # The states a job went through, e.g. "WAITING RUNNING SUCCEEDED".
 sub state_path
 {
 	my ($node, $name) = @_;
-	my $s = $node->safe_psql('postgres',
+	my $s = query($node,
 		"SELECT string_agg(coalesce(state, 'NULL'), ' ' ORDER BY id) FROM public.state_log WHERE name = '$name'");
 	return $s;
 }
@@ -367,7 +411,7 @@ sub state_path
 sub worker_pid
 {
 	my ($node, $worker) = @_;
-	return $node->safe_psql('postgres',
+	return query($node,
 		"SELECT coalesce(pid, 0) FROM paidb.status() WHERE worker = '$worker'");
 }
 
@@ -395,6 +439,24 @@ sub log_since
 {
 	my ($node, $offset) = @_;
 	return PostgreSQL::Test::Utils::slurp_file($node->logfile, $offset // 0);
+}
+
+# The server log lines that tell of a crashed process (a signal other than
+# the SIGKILLs a test sent itself when allow_kill, an assertion, a PANIC),
+# each with the line after it (which says what the process was doing).
+sub crash_lines
+{
+	my ($node, %o) = @_;
+	my @lines = split /\n/, log_since($node);
+	my @out;
+	for my $i (0 .. $#lines)
+	{
+		next unless $lines[$i] =~ /TRAP:|terminated by signal|PANIC/;
+		next if $o{allow_kill} && $lines[$i] =~ /terminated by signal 9: Killed/;
+		push @out, $lines[$i];
+		push @out, $lines[ $i + 1 ] if $i < $#lines && $lines[ $i + 1 ] =~ /DETAIL/;
+	}
+	return @out;
 }
 
 1;
