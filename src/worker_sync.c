@@ -56,7 +56,7 @@ typedef enum SyncStep
 	STEP_PATCH_EXISTING,		/* create said 409: patch it instead */
 	STEP_OWNER_REF,				/* give secret add-on `addon` an owner reference */
 	STEP_DELETE,				/* delete a completed framework */
-	STEP_DELETE_PRIORITY_CLASS, /* then its priority class add-on */
+	STEP_DELETE_ADDON,			/* then its add-ons, in case an owner reference is missing */
 	STEP_DELETE_ORPHAN			/* delete a framework unknown to the database */
 } SyncStep;
 
@@ -76,6 +76,7 @@ typedef struct SyncJob
 	char	   *addon_ns[NUM_ADDONS];
 	int			addon;			/* current add-on index */
 	char	   *uid;			/* framework uid (owner references) or orphan uid */
+	int			delete_outcome; /* OutcomeKind once the framework delete is done */
 	K8sRequest *req;
 } SyncJob;
 
@@ -290,8 +291,11 @@ send_step(SyncJob *job)
 			path = k8s_path_frameworks(client, NULL, job->name);
 			job->req = k8s_new_delete(client, path, "Foreground");
 			break;
-		case STEP_DELETE_PRIORITY_CLASS:
-			path = k8s_path_priorityclasses(job->addon_name[ADDON_PRIORITY_CLASS]);
+		case STEP_DELETE_ADDON:
+			if (job->addon == ADDON_PRIORITY_CLASS)
+				path = k8s_path_priorityclasses(job->addon_name[job->addon]);
+			else
+				path = k8s_path_secrets(client, job->addon_ns[job->addon], job->addon_name[job->addon]);
 			job->req = k8s_new_delete(client, path, "Background");
 			break;
 		case STEP_DELETE_ORPHAN:
@@ -334,6 +338,18 @@ next_addon(SyncJob *job, int from, bool secrets_only)
 	return -1;
 }
 
+/* The next add-on at or after `from` that has a name to delete it by, or -1. */
+static int
+next_named_addon(SyncJob *job, int from)
+{
+	int			i;
+
+	for (i = from; i < NUM_ADDONS; i++)
+		if (job->addon_json[i] && job->addon_name[i])
+			return i;
+	return -1;
+}
+
 /* Whether the API server refused for good (SPEC §6). */
 static bool
 is_permanent(const K8sResult *res)
@@ -367,11 +383,19 @@ response_uid(const K8sResult *res, MemoryContext cxt)
 static char *
 describe_failure(SyncJob *job, const K8sResult *res)
 {
-	return psprintf("%s %s: %s%s%ld %s%s%s", k8s_request_method_name(job->req),
-					job->name, k8s_result_kind_name(res->kind),
-					res->http_status ? " " : "", res->http_status,
-					res->reason ? res->reason : "",
-					res->message ? ": " : "", res->message ? res->message : "");
+	StringInfoData s;
+
+	initStringInfo(&s);
+	appendStringInfo(&s, "%s %s: ", k8s_request_method_name(job->req), job->name);
+	if (res->http_status)
+		appendStringInfo(&s, "HTTP %ld", res->http_status);
+	else
+		appendStringInfoString(&s, k8s_result_kind_name(res->kind));
+	if (res->reason)
+		appendStringInfo(&s, " %s", res->reason);
+	if (res->message)
+		appendStringInfo(&s, ": %s", res->message);
+	return s.data;
 }
 
 /* A request failed in a way worth retrying: back off (honouring Retry-After). */
@@ -457,20 +481,27 @@ advance(SyncJob *job)
 		case STEP_DELETE:
 			if (ok || http == 404)
 			{
-				OutcomeKind kind = ok ? OUTCOME_SUCCESS : OUTCOME_GONE;
-
-				if (job->addon_name[ADDON_PRIORITY_CLASS] && ok)
-				{
-					job->step = STEP_DELETE_PRIORITY_CLASS;
-					return send_step(job);
-				}
-				return finish_job(job, kind, 0, NULL);
+				/*
+				 * Delete the add-ons too: owner references let Kubernetes
+				 * do it, but one may be missing (a create whose answer was
+				 * lost), and a priority class cannot be owned by a
+				 * namespaced object at all.
+				 */
+				job->delete_outcome = ok ? OUTCOME_SUCCESS : OUTCOME_GONE;
+				job->addon = next_named_addon(job, 0);
+				if (job->addon < 0)
+					return finish_job(job, job->delete_outcome, 0, NULL);
+				job->step = STEP_DELETE_ADDON;
+				return send_step(job);
 			}
 			break;
-		case STEP_DELETE_PRIORITY_CLASS:
+		case STEP_DELETE_ADDON:
 			if (!ok && http != 404)
 				k8s_log_failure(WARNING, job->req, job->name);
-			return finish_job(job, OUTCOME_SUCCESS, 0, NULL);
+			job->addon = next_named_addon(job, job->addon + 1);
+			if (job->addon < 0)
+				return finish_job(job, job->delete_outcome, 0, NULL);
+			return send_step(job);
 		case STEP_DELETE_ORPHAN:
 			/* gone, or recreated with another uid (409): nothing left to do */
 			if (ok || http == 404 || http == 409)
@@ -656,15 +687,20 @@ claim_work(void)
 	return next_due;
 }
 
-/* Write the outcomes of finished jobs, each in a subtransaction. */
-static void
+/*
+ * Write the outcomes of finished jobs, each in a subtransaction.  Returns
+ * whether a retry was scheduled (the caller must then look again for the
+ * next due row: the retry may fall due before anything else).
+ */
+static bool
 record_outcomes(void)
 {
 	ListCell   *lc;
 	Oid			types[4] = {TEXTOID, INT8OID, INT4OID, TEXTOID};
+	volatile bool retry_scheduled = false;
 
 	if (outcomes == NIL)
-		return;
+		return false;
 	paidb_worker_begin("paidb sync: recording outcomes");
 	foreach(lc, outcomes)
 	{
@@ -675,6 +711,8 @@ record_outcomes(void)
 
 		if (o->kind == OUTCOME_SUCCESS && o->failures == 0)
 			continue;
+		if (o->kind == OUTCOME_RETRY || o->kind == OUTCOME_ORPHAN_RETRY)
+			retry_scheduled = true;
 		args[0] = CStringGetTextDatum(o->name);
 		args[1] = Int64GetDatum(o->generation);
 		args[2] = Int32GetDatum((int32) o->delay_ms);
@@ -752,6 +790,7 @@ record_outcomes(void)
 	}
 	paidb_worker_commit();
 	outcomes = NIL;
+	return retry_scheduled;
 }
 
 /* The sync worker's main loop. */
@@ -806,7 +845,8 @@ paidb_sync_main(void)
 
 		while ((req = k8s_client_next_done(client)) != NULL)
 			advance((SyncJob *) k8s_request_user_data(req));
-		record_outcomes();
+		if (record_outcomes())
+			want_claim = true;	/* finds when the retry falls due */
 		MemoryContextSwitchTo(loop_cxt);
 
 		/* a row fell due, or it is time for the safety-net rescan */
