@@ -237,6 +237,11 @@ prepare_plans(void)
 										 "FROM paidb.framework WHERE name = $1 AND NOT api_server_deleted",
 										 2, types);
 
+	/*
+	 * The event's columns come from the event itself (old-style fields, or
+	 * the new-style eventTime/series/reporting* ones); the same version
+	 * again (a re-list) changes nothing, and neither does an older one.
+	 */
 	types[0] = JSONBOID;
 	types[1] = TEXTOID;
 	types[2] = TEXTOID;
@@ -264,7 +269,6 @@ prepare_plans(void)
 									 "count = EXCLUDED.count, source_component = EXCLUDED.source_component, "
 									 "source_host = EXCLUDED.source_host, event = EXCLUDED.event, "
 									 "updated_at = pg_catalog.now() "
-	/* the same version again (a re-list) changes nothing; an older one neither */
 									 "WHERE fe.event->'metadata'->>'resourceVersion' IS DISTINCT FROM "
 									 "EXCLUDED.event->'metadata'->>'resourceVersion' "
 									 "AND NOT (fe.event->'metadata'->>'resourceVersion' OPERATOR(pg_catalog.~) '^[0-9]{1,18}$' "

@@ -15,7 +15,7 @@ use Test::More;
 use Time::HiRes qw(time usleep);
 
 # How long any single condition may take to become true.
-my $WAIT = 60;
+my $WAIT = $PostgreSQL::Test::Utils::timeout_default;
 
 # ---------------------------------------------------------------- kube-fake
 my $fake_bin = abs_path(dirname(__FILE__) . '/../kube-fake/kube-fake');
