@@ -63,7 +63,11 @@ CREATE TABLE paidb.framework (
     next_sync_at timestamptz,
     inserted_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
     updated_at timestamptz NOT NULL DEFAULT pg_catalog.now()
-);
+)
+-- A status update rewrites the row: keep typical rows (a ~3-5 KB snapshot,
+-- compressed) inline rather than in the TOAST table, and leave room on the
+-- page for HOT updates.
+WITH (toast_tuple_target = 4000, fillfactor = 75);
 
 COMMENT ON TABLE paidb.framework IS 'One row per OpenPAI job: the request the user asked for and the last status seen in the API server';
 
