@@ -486,7 +486,7 @@ paidb_request_part(JsonbContainer *object, int64 generation)
 	int			i;
 
 	pushJsonbValue(&st, WJB_BEGIN_OBJECT, NULL);
-	for (i = 0; i < lengthof(top); i++)
+	for (i = 0; i < (int) lengthof(top); i++)
 	{
 		if (jb_get_path(object, &v, 1, &top[i]))
 		{
@@ -498,7 +498,7 @@ paidb_request_part(JsonbContainer *object, int64 generation)
 	jb_string_value(&k, "metadata");
 	pushJsonbValue(&st, WJB_KEY, &k);
 	pushJsonbValue(&st, WJB_BEGIN_OBJECT, NULL);
-	for (i = 0; i < lengthof(meta); i++)
+	for (i = 0; i < (int) lengthof(meta); i++)
 	{
 		if (strcmp(meta[i], "annotations") == 0)
 		{

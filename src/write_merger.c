@@ -208,7 +208,7 @@ validate_request(Jsonb *request)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("framework request must be a JSON object")));
-	for (i = 0; i < lengthof(objects); i++)
+	for (i = 0; i < (int) lengthof(objects); i++)
 	{
 		int			n = objects[i][1] ? 2 : 1;
 
