@@ -16,6 +16,7 @@ OBJS = \
 	src/snapshot.o \
 	src/write_merger.o \
 	src/jsonb_util.o \
+	src/spi_plan.o \
 	src/sync_signal.o \
 	src/worker_shmem.o \
 	src/worker_common.o \

@@ -27,6 +27,8 @@
 #include "utils/numeric.h"
 #include "utils/timestamp.h"
 
+#include "spi_plan.h"
+
 PG_FUNCTION_INFO_V1(paidb_history_uid);
 PG_FUNCTION_INFO_V1(paidb_record_history);
 
@@ -263,15 +265,7 @@ get_record_plan(void)
 	{
 		Oid			argtypes[7] = {TEXTOID, TEXTOID, INT4OID, TEXTOID, JSONBOID,
 		BOOLOID, TIMESTAMPTZOID};
-		SPIPlanPtr	plan;
-
-		plan = SPI_prepare(record_sql, 7, argtypes);
-		if (plan == NULL)
-			elog(ERROR, "SPI_prepare failed for framework history upsert: %s",
-				 SPI_result_code_string(SPI_result));
-		if (SPI_keepplan(plan) != 0)
-			elog(ERROR, "SPI_keepplan failed for framework history upsert");
-		record_plan = plan;
+		record_plan = paidb_prepare_kept(record_sql, 7, argtypes);
 	}
 	return record_plan;
 }

@@ -34,6 +34,7 @@
 #include "jsonb_util.h"
 #include "k8s_client.h"
 #include "snapshot.h"
+#include "spi_plan.h"
 #include "worker_common.h"
 #include "worker_shmem.h"
 #include "write_merger.h"
@@ -141,24 +142,18 @@ prepare_plans(void)
 						   "  f.resource_version IS NULL");
 	for (i = 0; i < NUM_ADDONS; i++)
 		appendStringInfo(&sql, ", f.%s", addon_columns[i]);
-	plan_claim = SPI_prepare(sql.data, 3, types);
-	if (plan_claim == NULL || SPI_keepplan(plan_claim) != 0)
-		elog(ERROR, "could not prepare the sync worker's claim");
+	plan_claim = paidb_prepare_kept(sql.data, 3, types);
 
-	plan_next_due = SPI_prepare("SELECT pg_catalog.min(next_sync_at) FROM paidb.framework "
+	plan_next_due = paidb_prepare_kept("SELECT pg_catalog.min(next_sync_at) FROM paidb.framework "
 								"WHERE NOT api_server_deleted AND (NOT request_synced OR sub_state = 'Completed')",
 								0, NULL);
-	if (plan_next_due == NULL || SPI_keepplan(plan_next_due) != 0)
-		elog(ERROR, "could not prepare the sync worker's schedule query");
 
-	plan_claim_orphans = SPI_prepare("SELECT o.name, o.uid, o.failures FROM paidb.orphan o "
+	plan_claim_orphans = paidb_prepare_kept("SELECT o.name, o.uid, o.failures FROM paidb.orphan o "
 									 "WHERE (o.next_attempt_at IS NULL OR o.next_attempt_at <= pg_catalog.now()) "
 									 "  AND NOT (o.name = ANY ($1)) "
 									 "  AND NOT EXISTS (SELECT 1 FROM paidb.framework f WHERE f.name = o.name) "
 									 "ORDER BY o.queued_at LIMIT $2",
 									 2, types);
-	if (plan_claim_orphans == NULL || SPI_keepplan(plan_claim_orphans) != 0)
-		elog(ERROR, "could not prepare the sync worker's orphan claim");
 	pfree(sql.data);
 }
 

@@ -46,6 +46,7 @@
 #include "jsonb_util.h"
 #include "k8s_client.h"
 #include "k8s_watch.h"
+#include "spi_plan.h"
 #include "worker_common.h"
 #include "worker_watch.h"
 #include "write_merger.h"
@@ -177,20 +178,6 @@ static const WatcherDef event_watcher = {
  * ---------------------------------------------------------------------
  */
 
-/* Prepare and keep one plan. */
-static SPIPlanPtr
-prepare_kept(const char *sql, int nargs, Oid *types)
-{
-	SPIPlanPtr	plan = SPI_prepare(sql, nargs, types);
-
-	if (plan == NULL)
-		elog(ERROR, "could not prepare watcher query: %s",
-			 SPI_result_code_string(SPI_result));
-	if (SPI_keepplan(plan) != 0)
-		elog(ERROR, "could not keep watcher query");
-	return plan;
-}
-
 /* Prepare the watchers' plans once (inside a transaction with SPI). */
 static void
 prepare_plans(void)
@@ -201,30 +188,30 @@ prepare_plans(void)
 		return;
 
 	types[0] = TEXTOID;
-	plan_get_rv = prepare_kept(
+	plan_get_rv = paidb_prepare_kept(
 							   "SELECT resource_version FROM paidb.watch_state WHERE watcher = $1",
 							   1, types);
-	plan_get_installation = prepare_kept(
+	plan_get_installation = paidb_prepare_kept(
 										 "SELECT value FROM paidb.installation WHERE key = $1",
 										 1, types);
 
 	types[0] = TEXTOID;
 	types[1] = TEXTOID;
 	types[2] = BOOLOID;
-	plan_put_rv = prepare_kept(
+	plan_put_rv = paidb_prepare_kept(
 							   "INSERT INTO paidb.watch_state AS w (watcher, resource_version, listed_at, updated_at) "
 							   "VALUES ($1, $2, CASE WHEN $3 THEN pg_catalog.now() END, pg_catalog.now()) "
 							   "ON CONFLICT (watcher) DO UPDATE SET resource_version = EXCLUDED.resource_version, "
 							   "listed_at = COALESCE(EXCLUDED.listed_at, w.listed_at), updated_at = pg_catalog.now()",
 							   3, types);
-	plan_put_installation = prepare_kept(
+	plan_put_installation = paidb_prepare_kept(
 										 "INSERT INTO paidb.installation AS i (key, value, updated_at) "
 										 "VALUES ($1, $2, pg_catalog.now()) "
 										 "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value, updated_at = pg_catalog.now()",
 										 2, types);
 
 	types[0] = INT8OID;
-	plan_reconcile_candidates = prepare_kept(
+	plan_reconcile_candidates = paidb_prepare_kept(
 											 "SELECT name FROM paidb.framework "
 											 "WHERE NOT api_server_deleted AND resource_version IS NOT NULL "
 											 "AND ($1::pg_catalog.int8 IS NULL OR resource_version <= $1)",
@@ -232,7 +219,7 @@ prepare_plans(void)
 
 	types[0] = TEXTOID;
 	types[1] = TEXTOID;
-	plan_deleted_snapshot = prepare_kept(
+	plan_deleted_snapshot = paidb_prepare_kept(
 										 "SELECT pg_catalog.jsonb_set(snapshot, '{metadata,resourceVersion}', pg_catalog.to_jsonb($2)) "
 										 "FROM paidb.framework WHERE name = $1 AND NOT api_server_deleted",
 										 2, types);
@@ -248,7 +235,7 @@ prepare_plans(void)
 	types[3] = TEXTOID;
 	types[4] = TEXTOID;
 	types[5] = INT4OID;
-	plan_upsert_event = prepare_kept(
+	plan_upsert_event = paidb_prepare_kept(
 									 "INSERT INTO paidb.framework_event AS fe (uid, framework_name, pod_uid, "
 									 "taskrole_name, task_name, task_index, type, reason, message, "
 									 "first_timestamp, last_timestamp, count, source_component, source_host, event) "

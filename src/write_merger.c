@@ -26,6 +26,7 @@
 #include "jsonb_util.h"
 #include "merge_patch.h"
 #include "snapshot.h"
+#include "spi_plan.h"
 #include "sync_signal.h"
 #include "write_merger.h"
 
@@ -62,20 +63,6 @@ static SPIPlanPtr plan_clear_addons = NULL;
 static SPIPlanPtr plan_queue_orphan = NULL;
 static SPIPlanPtr plan_forget_orphan = NULL;
 
-/* Prepare a statement once and keep it for the life of the backend. */
-static SPIPlanPtr
-prepare_kept(const char *sql, int nargs, Oid *argtypes)
-{
-	SPIPlanPtr	plan = SPI_prepare(sql, nargs, argtypes);
-
-	if (plan == NULL)
-		elog(ERROR, "SPI_prepare failed for \"%s\": %s", sql,
-			 SPI_result_code_string(SPI_result));
-	if (SPI_keepplan(plan) != 0)
-		elog(ERROR, "SPI_keepplan failed");
-	return plan;
-}
-
 /* Prepare every plan of this module (inside an SPI connection). */
 static void
 prepare_plans(void)
@@ -89,7 +76,7 @@ prepare_plans(void)
 		return;
 
 	types[0] = TEXTOID;
-	plan_lock = prepare_kept(
+	plan_lock = paidb_prepare_kept(
 							 "SELECT request_generation, snapshot, resource_version, request_synced, "
 							 "api_server_deleted FROM paidb.framework WHERE name = $1 FOR UPDATE",
 							 1, types);
@@ -120,7 +107,7 @@ prepare_plans(void)
 	for (i = 0; i < 5 + NUM_ADDONS; i++)
 		appendStringInfo(&sql, ", $%d", ++n);
 	appendStringInfoString(&sql, ") ON CONFLICT (name) DO NOTHING RETURNING name");
-	plan_insert = prepare_kept(sql.data, n, types);
+	plan_insert = paidb_prepare_kept(sql.data, n, types);
 
 	/* UPDATE: derived..., snapshot, generation, synced, deleted, rv, reset_sent, name */
 	resetStringInfo(&sql);
@@ -148,10 +135,10 @@ prepare_plans(void)
 					 "next_sync_at = CASE WHEN $%d THEN NULL ELSE next_sync_at END, "
 					 "updated_at = pg_catalog.now() WHERE name = $%d",
 					 n + 1, n + 2, n + 3, n + 4, n + 5, n + 6, n + 6, n + 7, n + 8);
-	plan_update = prepare_kept(sql.data, n + 8, types);
+	plan_update = paidb_prepare_kept(sql.data, n + 8, types);
 
 	types[0] = TEXTOID;
-	plan_clear_addons = prepare_kept(
+	plan_clear_addons = paidb_prepare_kept(
 									 "UPDATE paidb.framework SET config_secret_def = NULL, "
 									 "user_extension_secret_def = NULL, priority_class_def = NULL, "
 									 "docker_secret_def = NULL, token_secret_def = NULL WHERE name = $1",
@@ -161,13 +148,13 @@ prepare_plans(void)
 	types[1] = TEXTOID;
 	types[2] = TEXTOID;
 	types[3] = INT8OID;
-	plan_queue_orphan = prepare_kept(
+	plan_queue_orphan = paidb_prepare_kept(
 									 "INSERT INTO paidb.orphan (name, namespace, uid, resource_version) "
 									 "VALUES ($1, $2, $3, $4) ON CONFLICT (name) DO UPDATE SET "
 									 "namespace = EXCLUDED.namespace, uid = EXCLUDED.uid, "
 									 "resource_version = EXCLUDED.resource_version",
 									 4, types);
-	plan_forget_orphan = prepare_kept("DELETE FROM paidb.orphan WHERE name = $1", 1, types);
+	plan_forget_orphan = paidb_prepare_kept("DELETE FROM paidb.orphan WHERE name = $1", 1, types);
 	pfree(sql.data);
 }
 

@@ -1,0 +1,26 @@
+/*
+ * spi_plan.c — SPI plans prepared once per process and kept.
+ *
+ * Every paidb statement run through SPI is prepared on first use and kept
+ * (SPI_keepplan): the plan cache revalidates it if the extension is dropped
+ * and created again, so a backend or worker never has to forget it.
+ */
+#include "postgres.h"
+
+#include "executor/spi.h"
+
+#include "spi_plan.h"
+
+/* Prepare a statement (inside an SPI session) and keep it for the process. */
+SPIPlanPtr
+paidb_prepare_kept(const char *sql, int nargs, Oid *argtypes)
+{
+	SPIPlanPtr	plan = SPI_prepare(sql, nargs, argtypes);
+
+	if (plan == NULL)
+		elog(ERROR, "could not prepare \"%s\": %s", sql,
+			 SPI_result_code_string(SPI_result));
+	if (SPI_keepplan(plan) != 0)
+		elog(ERROR, "could not keep the plan of \"%s\"", sql);
+	return plan;
+}
