@@ -5,79 +5,20 @@
 # ignored, and a restart resumes the watch without listing again.
 use strict;
 use warnings;
-use Cwd qw(abs_path);
-use File::Basename qw(dirname);
-use HTTP::Tiny;
 use JSON::PP;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
-use Time::HiRes qw(time usleep);
+use KubeFake;
+use PaidbTest;
 
 # How long any single condition may take to become true.
-my $WAIT = $PostgreSQL::Test::Utils::timeout_default;
+$PaidbTest::WAIT = $PostgreSQL::Test::Utils::timeout_default;
 
 # ---------------------------------------------------------------- kube-fake
-my $fake_bin = abs_path(dirname(__FILE__) . '/../kube-fake/kube-fake');
-my $http = HTTP::Tiny->new(timeout => 30);
 my $EV = '/api/v1/namespaces/default/events';
-my %fake;
-
-# Poll a Perl condition until it is true or $secs pass; returns its value.
-sub wait_until
-{
-	my ($cond, $secs) = @_;
-	my $deadline = time() + ($secs // $WAIT);
-	while (1)
-	{
-		my $v = $cond->();
-		return $v if $v;
-		return 0 if time() > $deadline;
-		usleep(50_000);
-	}
-}
-
-# Start kube-fake with extra arguments; remembers its port and directory.
-sub start_fake
-{
-	my @args = @_;
-	my $dir = PostgreSQL::Test::Utils::tempdir;
-	my $port_file = "$dir/port";
-	$fake{dir} = $dir;
-	$fake{h} = IPC::Run::start(
-		[ $fake_bin, '--port', '0', '--port-file', $port_file,
-		  '--log', "$dir/requests.log", @args ],
-		'<', \undef, '>', "$dir/stdout.log", '2>', "$dir/stderr.log");
-	wait_until(sub { -s $port_file }, 30)
-	  or BAIL_OUT('kube-fake did not start: ' . slurp_file("$dir/stderr.log"));
-	my $port = slurp_file($port_file);
-	$port =~ s/\s+//g;
-	$fake{url} = "http://127.0.0.1:$port";
-}
-
-# One JSON request to kube-fake: (HTTP status, decoded body or undef).
-sub api
-{
-	my ($method, $path, $body, $ctype) = @_;
-	my %opt = (headers => { 'Accept' => 'application/json' });
-	if (defined $body)
-	{
-		$opt{headers}{'Content-Type'} = $ctype // 'application/json';
-		$opt{content} = ref $body ? encode_json($body) : $body;
-	}
-	my $r = $http->request($method, "$fake{url}$path", \%opt);
-	my $doc = eval { decode_json($r->{content}) };
-	return ($r->{status}, $doc);
-}
-
-# A request counter of kube-fake ("list events", "watch events").
-sub counter
-{
-	my ($key) = @_;
-	my ($code, $c) = api('GET', '/_fake/counters');
-	die "kube-fake counters: HTTP $code" unless $code == 200;
-	return $c->{requests}{$key} // 0;
-}
+my $fake = KubeFake->start(dir => PostgreSQL::Test::Utils::tempdir, bookmark_interval => 0.5,
+	args => [ '--namespace', 'other' ]);
 
 # Create an event in kube-fake (namespace default unless given); returns the stored object.
 sub create_event
@@ -86,8 +27,8 @@ sub create_event
 	$ns //= 'default';
 	$ev->{metadata}{namespace} = $ns;
 	$ev->{involvedObject}{namespace} = $ns;
-	my ($code, $doc) = api('POST', "/api/v1/namespaces/$ns/events", $ev);
-	die "creating event $ev->{metadata}{name}: HTTP $code " . encode_json($doc // {})
+	my ($code, $doc) = $fake->api(POST => "/api/v1/namespaces/$ns/events", $ev);
+	die "creating event $ev->{metadata}{name}: HTTP $code " . (ref $doc ? encode_json($doc) : $doc // '')
 	  unless $code == 201;
 	return $doc;
 }
@@ -113,17 +54,7 @@ sub pod_event
 	};
 }
 
-END
-{
-	if ($fake{h})
-	{
-		$fake{h}->signal('TERM');
-		eval { $fake{h}->finish; };
-	}
-}
-
 # ---------------------------------------------------------------- the test
-start_fake('--bookmark-interval', '0.5', '--namespace', 'other');
 
 my $fw = '399af21acb5befd015d4c45f6c7c1eb9';
 
@@ -131,34 +62,9 @@ my $fw = '399af21acb5befd015d4c45f6c7c1eb9';
 my $early = create_event(pod_event('early.1', 'Pod', "$fw-worker-0", reason => 'Scheduled',
 	type => 'Normal', message => 'Successfully assigned'));
 
-my $node = PostgreSQL::Test::Cluster->new('event_watcher');
-$node->init;
-$node->append_conf('postgresql.conf', qq{
-shared_preload_libraries = 'paidb'
-paidb.database = 'postgres'
-paidb.k8s_api_server = '$fake{url}'
-paidb.k8s_namespace = 'default'
-paidb.watch_timeout = '3s'
-paidb.list_page_size = 2
-paidb.resync_interval = '2s'
-paidb.retain_mode = on
-});
-$node->start;
-$node->safe_psql('postgres', 'CREATE EXTENSION paidb');
-
-# Poll a query until it returns the expected output (default 't').
-sub poll
-{
-	my ($query, $expected) = @_;
-	return $node->poll_query_until('postgres', $query, $expected);
-}
-
-# Wait until the server log after $offset matches $re (true if it did).
-sub wait_log
-{
-	my ($re, $offset) = @_;
-	return wait_until(sub { slurp_file($node->logfile, $offset) =~ $re });
-}
+my $node = PaidbTest::new_node('event_watcher', $fake, watch_timeout => '3s',
+	resync_interval => '2s', retain_mode => 'on', restart_after_crash => 'off',
+	conf => "paidb.list_page_size = 2\n");
 
 # One row of framework_event as "col|col|..." (psql -At).
 sub event_row
@@ -173,17 +79,17 @@ sub event_row
 }
 
 # ---- 1. the first LIST brings existing events
-ok(poll(qq{SELECT count(*) = 1 FROM paidb.framework_event WHERE uid = '$early->{metadata}{uid}'}),
+ok(poll($node, qq{SELECT count(*) = 1 FROM paidb.framework_event WHERE uid = '$early->{metadata}{uid}'}),
 	'an event that existed before is listed into framework_event');
-ok(poll(q{SELECT resource_version IS NOT NULL FROM paidb.watch_state WHERE watcher = 'events'}),
+ok(poll($node, q{SELECT resource_version IS NOT NULL FROM paidb.watch_state WHERE watcher = 'events'}),
 	'the event watcher stored its resourceVersion');
-ok(poll(q{SELECT state = 'watching' FROM paidb.status() WHERE worker = 'event watcher'}),
+ok(poll($node, q{SELECT state = 'watching' FROM paidb.status() WHERE worker = 'event watcher'}),
 	'the event watcher is watching');
 
 # ---- 2. an event about a task pod lands with the right columns
 my $e1 = create_event(pod_event('sched.1', 'Pod', "$fw-worker-3"));
 my $uid1 = $e1->{metadata}{uid};
-ok(poll(qq{SELECT count(*) = 1 FROM paidb.framework_event WHERE uid = '$uid1'}), 'the pod event is stored');
+ok(poll($node, qq{SELECT count(*) = 1 FROM paidb.framework_event WHERE uid = '$uid1'}), 'the pod event is stored');
 is(event_row($uid1),
 	"$fw|uid-of-$fw-worker-3|worker|$fw-worker-3|3|Warning|FailedScheduling|"
 	  . '0/16 nodes are available: 16 Insufficient nvidia.com/gpu.|'
@@ -191,10 +97,10 @@ is(event_row($uid1),
 	'every column is taken from the event');
 
 # ---- 3. the same event seen again (count 2) updates its row
-my ($code) = api('PATCH', "$EV/sched.1",
+my ($code) = $fake->api(PATCH => "$EV/sched.1",
 	{ count => 2, lastTimestamp => '2020-09-29T09:55:53Z' }, 'application/merge-patch+json');
 is($code, 200, 'the event is updated in kube-fake');
-ok(poll(qq{SELECT count = 2 AND last_timestamp = '2020-09-29 09:55:53+00' AND updated_at > inserted_at
+ok(poll($node, qq{SELECT count = 2 AND last_timestamp = '2020-09-29 09:55:53+00' AND updated_at > inserted_at
              AND first_timestamp = '2020-09-29 09:46:42+00'
             FROM paidb.framework_event WHERE uid = '$uid1'}),
 	'the row is updated: count 2, new last timestamp, updated_at moved');
@@ -210,7 +116,7 @@ my $e2 = create_event({
 	action => 'Restarting',
 });
 my $uid2 = $e2->{metadata}{uid};
-ok(poll(qq{SELECT count(*) = 1 FROM paidb.framework_event WHERE uid = '$uid2'}), 'the new-style event is stored');
+ok(poll($node, qq{SELECT count(*) = 1 FROM paidb.framework_event WHERE uid = '$uid2'}), 'the new-style event is stored');
 is(event_row($uid2),
 	"$fw|pod-12|ps-server|$fw-ps-server-12|12|Warning|BackOff|Back-off restarting failed container|"
 	  . '2020-10-01 10:00:00|2020-10-01 10:05:00|3|kubelet|node-7|new.1',
@@ -225,7 +131,7 @@ create_event(pod_event('norole.1', 'Pod', "$fw--0"));
 create_event(pod_event('letters.1', 'Pod', "$fw-worker-x1"));
 # events are applied in order: once this one is in, the others were seen
 my $marker = create_event(pod_event('marker.1', 'Pod', "$fw-worker-1"));
-ok(poll(qq{SELECT count(*) = 1 FROM paidb.framework_event WHERE uid = '$marker->{metadata}{uid}'}),
+ok(poll($node, qq{SELECT count(*) = 1 FROM paidb.framework_event WHERE uid = '$marker->{metadata}{uid}'}),
 	'a later pod event is stored');
 is($node->safe_psql('postgres', q{SELECT string_agg(event->'metadata'->>'name', ',' ORDER BY event->'metadata'->>'name')
                                    FROM paidb.framework_event}),
@@ -234,53 +140,51 @@ is($node->safe_psql('postgres', q{SELECT errors FROM paidb.status() WHERE worker
 	'0', 'ignored events are not errors');
 
 # ---- 6. a deleted (expired) event keeps its row
-($code) = api('DELETE', "$EV/sched.1");
+($code) = $fake->api(DELETE => "$EV/sched.1");
 is($code, 200, 'the event is deleted in kube-fake');
 my $marker2 = create_event(pod_event('marker.2', 'Pod', "$fw-worker-2"));
-ok(poll(qq{SELECT count(*) = 1 FROM paidb.framework_event WHERE uid = '$marker2->{metadata}{uid}'}),
+ok(poll($node, qq{SELECT count(*) = 1 FROM paidb.framework_event WHERE uid = '$marker2->{metadata}{uid}'}),
 	'a later pod event is stored');
 is($node->safe_psql('postgres', qq{SELECT count FROM paidb.framework_event WHERE uid = '$uid1'}),
 	'2', 'the deleted event keeps its row');
 
 # ---- 7. a restart resumes the watch from the stored resourceVersion
-my $lists = counter('list events');
-my $watches = counter('watch events');
+my $lists = fake_counter($fake, 'list events');
+my $watches = fake_counter($fake, 'watch events');
 my $old_pid = $node->safe_psql('postgres', q{SELECT pid FROM paidb.status() WHERE worker = 'event watcher'});
 my $offset = -s $node->logfile;
 is($node->safe_psql('postgres', "SELECT pg_terminate_backend($old_pid)"), 't', 'the event watcher is terminated');
 my $late = create_event(pod_event('late.1', 'Pod', "$fw-worker-4"));
-ok(poll(qq{SELECT pid IS NOT NULL AND pid <> $old_pid FROM paidb.status() WHERE worker = 'event watcher'}),
+ok(poll($node, qq{SELECT pid IS NOT NULL AND pid <> $old_pid FROM paidb.status() WHERE worker = 'event watcher'}),
 	'the event watcher restarts');
-ok(wait_log(qr/resuming the watch of events at resourceVersion "\d+"/, $offset),
+ok(wait_log($node, qr/resuming the watch of events at resourceVersion "\d+"/, $offset),
 	'it resumes from the stored resourceVersion');
-ok(poll(qq{SELECT count(*) = 1 FROM paidb.framework_event WHERE uid = '$late->{metadata}{uid}'}),
+ok(poll($node, qq{SELECT count(*) = 1 FROM paidb.framework_event WHERE uid = '$late->{metadata}{uid}'}),
 	'an event created while it was down is stored');
-cmp_ok(counter('watch events'), '>', $watches, 'it watches again');
-is(counter('list events'), $lists, 'without listing again');
-ok(poll(q{SELECT resource_version::bigint >= (SELECT (event->'metadata'->>'resourceVersion')::bigint
+cmp_ok(fake_counter($fake, 'watch events'), '>', $watches, 'it watches again');
+is(fake_counter($fake, 'list events'), $lists, 'without listing again');
+ok(poll($node, q{SELECT resource_version::bigint >= (SELECT (event->'metadata'->>'resourceVersion')::bigint
                                                FROM paidb.framework_event WHERE task_name LIKE '%-worker-4')
             FROM paidb.watch_state WHERE watcher = 'events'}),
 	'the stored resourceVersion moved past it');
 
 # ---- 8. another namespace (SIGHUP): the watcher lists that one and follows it
-$lists = counter('list events');
+$lists = fake_counter($fake, 'list events');
 $offset = -s $node->logfile;
 $node->safe_psql('postgres', q{ALTER SYSTEM SET paidb.k8s_namespace = 'other'});
 $node->safe_psql('postgres', q{SELECT pg_reload_conf()});
-ok(wait_log(qr/paidb event watcher: the API server or namespace changed, listing events again/, $offset),
+ok(wait_log($node, qr/paidb event watcher: the API server or namespace changed, listing events again/, $offset),
 	'a new namespace makes the event watcher list again');
-ok(wait_until(sub { counter('list events') > $lists }), 'it sent a new LIST');
+ok(wait_until(sub { fake_counter($fake, 'list events') > $lists }), 'it sent a new LIST');
 create_event(pod_event('stale.1', 'Pod', "$fw-worker-6"), 'default');
 my $other = create_event(pod_event('other.1', 'Pod', "$fw-worker-5"), 'other');
-ok(poll(qq{SELECT count(*) = 1 FROM paidb.framework_event WHERE uid = '$other->{metadata}{uid}'}),
+ok(poll($node, qq{SELECT count(*) = 1 FROM paidb.framework_event WHERE uid = '$other->{metadata}{uid}'}),
 	'an event of the new namespace is stored');
 is($node->safe_psql('postgres', q{SELECT count(*) FROM paidb.framework_event WHERE event->'metadata'->>'name' = 'stale.1'}),
 	'0', 'the old namespace is no longer watched');
 
-my $log = slurp_file($node->logfile);
-my @exits = ($log =~ /background worker "paidb event watcher" \(PID \d+\) exited with exit code/g);
-is(scalar(@exits), 1, 'the event watcher exited only when it was terminated');
-unlike($log, qr/TRAP:|terminated by signal/, 'no process crashed');
+is(worker_exits($node, 'event watcher'), 1, 'the event watcher exited only when it was terminated');
+unlike(log_since($node), qr/TRAP:|terminated by signal/, 'no process crashed');
 
 $node->stop;
 done_testing();

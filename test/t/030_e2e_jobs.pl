@@ -34,18 +34,9 @@ use PaidbTest;
 
 my $t0 = time();
 my $fake = PaidbTest::start_fake();
-my $node = PaidbTest::new_node('e2e_jobs', $fake);
-install_state_log($node);
-ok(wait_for_workers($node), 'the three paidb workers run and both watchers watch');
+my $node = PaidbTest::start_node('e2e_jobs', $fake, state_log => 1);
 
 my $SNAP_TASKS = q{snapshot->'status'->'attemptStatus'->'taskRoleStatuses'->0->'taskStatuses'};
-
-# A column (or expression) of one job's row.
-sub col
-{
-	my ($name, $expr) = @_;
-	return query($node, "SELECT $expr FROM paidb.framework WHERE name = '$name'");
-}
 
 # An Opaque (or typed) Secret definition as rest-server would send it.
 sub secret_def
@@ -89,7 +80,7 @@ sub deleted_ok
 	ok(poll($node, "SELECT api_server_deleted FROM paidb.framework WHERE name = '$name'"),
 		"$what: api_server_deleted becomes true");
 	ok(!defined fake_framework($fake, $name), "$what: the framework is gone from the API server");
-	is(col($name, 'num_nonnulls(config_secret_def, user_extension_secret_def, priority_class_def, '
+	is(col($node, $name, 'num_nonnulls(config_secret_def, user_extension_secret_def, priority_class_def, '
 		  . 'docker_secret_def, token_secret_def)'),
 		'0', "$what: the add-on definitions are cleared");
 }
@@ -114,7 +105,7 @@ submit($node, job_request($retry, user => 'bob', job => 'exit-1-retry-10', exit_
 ok(poll($node, "SELECT state FROM paidb.framework WHERE name = '$simple'", 'SUCCEEDED'),
 	'simple job: SUCCEEDED');
 is(state_path($node, $simple), 'WAITING RUNNING SUCCEEDED', 'simple job: went WAITING -> RUNNING -> SUCCEEDED');
-is(col($simple, q{concat_ws('|', sub_state, app_exit_code, request_synced, retries, total_task_number,
+is(col($node, $simple, q{concat_ws('|', sub_state, app_exit_code, request_synced, retries, total_task_number,
 		user_name, job_name, virtual_cluster, completion_time IS NOT NULL, launch_time IS NOT NULL,
 		snapshot->'status'->'attemptStatus'->'completionStatus'->>'phrase')}),
 	'Completed|0|t|0|1|alice|simple-output|default|t|t|Succeeded',
@@ -139,14 +130,14 @@ is(query($node, "SELECT request_generation || ' ' || changed FROM paidb.stop_fra
 	'2 true', 'long job: stop_framework makes generation 2');
 ok(poll($node, "SELECT state FROM paidb.framework WHERE name = '$stopme'", 'STOPPED'), 'long job: STOPPED');
 is(state_path($node, $stopme), 'WAITING RUNNING STOPPING STOPPED', 'long job: went through STOPPING');
-is(col($stopme, q{concat_ws('|', app_exit_code, execution_type, request_generation, request_synced,
+is(col($node, $stopme, q{concat_ws('|', app_exit_code, execution_type, request_generation, request_synced,
 		snapshot->'status'->'attemptStatus'->'completionStatus'->>'phrase')}),
 	'-210|Stop|2|t|StopFrameworkRequested', 'long job: exit code -210, the stop is synced');
 deleted_ok($stopme, 'long job');
 
 # ---- Job with retries: exit 1, maxRetryCount 10
 ok(poll($node, "SELECT state FROM paidb.framework WHERE name = '$retry'", 'FAILED'), 'retry job: FAILED');
-is(col($retry, q{concat_ws('|', app_exit_code, retries, user_retries, platform_retries,
+is(col($node, $retry, q{concat_ws('|', app_exit_code, retries, user_retries, platform_retries,
 		snapshot->'status'->'attemptStatus'->>'id')}),
 	'1|10|10|0|10', 'retry job: exit code 1 after 10 retries (11 attempts)');
 # "The job retry history can be viewed": one row per retried attempt, ordered.
@@ -201,7 +192,7 @@ my $ext_def = secret_def($ext_secret, 'Opaque', 'ssh-key' => "ssh-rsa AAAAB3Nza 
 submit($node, job_request($conf, user => 'carol', job => 'config-secret', hold_state => 'AttemptRunning'),
 	add_ons => { configSecretDef => $cfg_def, userExtensionSecretDef => $ext_def });
 
-is(col($prio, 'job_priority'), 'prod',
+is(col($node, $prio, 'job_priority'), 'prod',
 	'priority class job: job_priority comes from extras.hivedScheduler.jobPriorityClass');
 
 for my $n ($docker, $prio, $conf)
@@ -245,7 +236,7 @@ for my $n ($docker, $prio, $conf)
 for my $n ($docker, $prio, $conf)
 {
 	ok(poll($node, "SELECT state FROM paidb.framework WHERE name = '$n'", 'SUCCEEDED'), "$addon_job{$n}: SUCCEEDED");
-	is(col($n, 'request_generation || request_synced::text'), '2true', "$addon_job{$n}: generation 2 is synced");
+	is(col($node, $n, 'request_generation || request_synced::text'), '2true', "$addon_job{$n}: generation 2 is synced");
 	deleted_ok($n, $addon_job{$n});
 }
 for my $s ($regcred, $cfg_secret, $ext_secret)
@@ -262,7 +253,7 @@ is(fake_creates($fake, $pc_name, 'priorityclasses'), 1, 'the priority class was 
 my $bulk = job_name('dave', 'bulk-1000');
 submit($node, job_request($bulk, user => 'dave', job => 'bulk-1000', hold_state => 'AttemptRunning',
 	task_roles => [ [ 'worker', 1000 ] ]));
-is(col($bulk, 'total_task_number'), '1000', 'bulk job: 1000 tasks');
+is(col($node, $bulk, 'total_task_number'), '1000', 'bulk job: 1000 tasks');
 ok(poll($node, qq{SELECT state = 'RUNNING' AND request_synced
                          AND jsonb_array_length($SNAP_TASKS) = 1000
                          AND (SELECT count(*) FROM jsonb_array_elements($SNAP_TASKS) t
@@ -272,11 +263,11 @@ ok(poll($node, qq{SELECT state = 'RUNNING' AND request_synced
 my $att = fake_framework($fake, $bulk)->{status}{attemptStatus};
 ok(!defined $att->{taskRoleStatuses} && length($att->{taskRoleStatusesCompressed} // '') > 0,
 	'bulk job: the API server holds the task role statuses compressed');
-is(col($bulk, q{coalesce(snapshot->'status'->'attemptStatus'->>'taskRoleStatusesCompressed', '<none>')}), '<none>',
+is(col($node, $bulk, q{coalesce(snapshot->'status'->'attemptStatus'->>'taskRoleStatusesCompressed', '<none>')}), '<none>',
 	'bulk job: the snapshot holds them decompressed only');
 is(release($bulk), '2 true', 'bulk job: released');
 ok(poll($node, "SELECT state FROM paidb.framework WHERE name = '$bulk'", 'SUCCEEDED'), 'bulk job: SUCCEEDED');
-is(col($bulk, qq{(SELECT count(*) FROM jsonb_array_elements($SNAP_TASKS) t
+is(col($node, $bulk, qq{(SELECT count(*) FROM jsonb_array_elements($SNAP_TASKS) t
                    WHERE t->>'state' = 'Completed' AND t->'attemptStatus'->'completionStatus'->>'code' = '0')}),
 	'1000', 'bulk job: 1000 completed task statuses with exit code 0');
 ok(poll($node, qq{SELECT count(DISTINCT task_index) FROM paidb.framework_event WHERE framework_name = '$bulk'}, '10'),
@@ -293,7 +284,7 @@ submit($node, job_request($bulkr, user => 'dave', job => 'bulk-1000-retry-50', m
 ok(poll($node, "SELECT state FROM paidb.framework WHERE name = '$bulkr'", 'SUCCEEDED', 150),
 	'bulk retry job: SUCCEEDED');
 note(sprintf('bulk retry job took %.1f s', time() - $t_bulkr));
-is(col($bulkr, qq{concat_ws('|', app_exit_code, retries, snapshot->'status'->'attemptStatus'->>'id',
+is(col($node, $bulkr, qq{concat_ws('|', app_exit_code, retries, snapshot->'status'->'attemptStatus'->>'id',
 		jsonb_array_length($SNAP_TASKS))}),
 	'0|50|50|1000', 'bulk retry job: succeeded in attempt 50 after 50 retries, 1000 tasks');
 my $hist = query($node, qq{

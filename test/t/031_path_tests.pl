@@ -25,16 +25,7 @@ use PaidbTest;
 
 my $t0 = time();
 my $fake = PaidbTest::start_fake();
-my $node = PaidbTest::new_node('path_tests', $fake, retain_mode => 'on');
-install_state_log($node);
-ok(wait_for_workers($node), 'the three paidb workers run and both watchers watch');
-
-# A column (or expression) of one job's row.
-sub col
-{
-	my ($name, $expr) = @_;
-	return query($node, "SELECT $expr FROM paidb.framework WHERE name = '$name'");
-}
+my $node = PaidbTest::start_node('path_tests', $fake, retain_mode => 'on', state_log => 1);
 
 # Set an annotation of a framework directly in the API server with a PUT
 # (verb "update": faults on "patch" do not catch it), as someone else would.
@@ -49,15 +40,6 @@ sub put_annotation
 		return $code unless $code == 409;    # 409: the controller wrote meanwhile
 	}
 	return 409;
-}
-
-# Delete a framework directly in the API server with a deletecollection by
-# name (verb "deletecollection": faults on "delete" do not catch it).
-sub delete_directly
-{
-	my ($name) = @_;
-	my ($code) = $fake->api(DELETE => fw_path() . "?fieldSelector=metadata.name%3D$name");
-	return $code;
 }
 
 # Keep the framework watcher out ("shut down the watcher"): its LIST and
@@ -88,7 +70,7 @@ my $third = submit($node, \%again);
 is("$third->{created} $third->{changed} $third->{request_generation}", 'f f 1',
 	'submit twice: the same request with another requestGeneration is no change either');
 is(fake_creates($fake, $dup), 1, 'submit twice: the framework was created once in the API server');
-is(col($dup, 'request_generation'), '1', 'submit twice: still generation 1');
+is(col($node, $dup, 'request_generation'), '1', 'submit twice: still generation 1');
 
 # ---- Stop a non-existent job
 {
@@ -120,7 +102,7 @@ $fake->admin(DELETE => '/_fake/faults');
 ok(poll($node, "SELECT state = 'SUCCEEDED' AND request_synced FROM paidb.framework WHERE name = '$wm'"),
 	'write merger: once forwarded, the job runs to SUCCEEDED');
 is(fake_creates($fake, $wm), 1, 'write merger: exactly one framework was created');
-is(col($wm, 'request_generation'), '1', 'write merger: generation 1');
+is(col($node, $wm, 'request_generation'), '1', 'write merger: generation 1');
 
 # ============================================================ retain mode
 # ---- on: a framework created directly in the API server is not deleted
@@ -155,7 +137,7 @@ ok(wait_until(sub { log_since($node, $offset) =~ /paidb deleted framework "$dire
 	'retain mode off: the deletion is logged');
 ok(poll($node, "SELECT count(*) = 0 FROM paidb.orphan WHERE name = '$direct2'"),
 	'retain mode off: the orphan queue is empty again');
-is(col($direct2, 'count(*)'), '0', 'retain mode off: it was never a job');
+is(col($node, $direct2, 'count(*)'), '0', 'retain mode off: it was never a job');
 
 # ============================================================ a generation changed in the API server
 # "Shutdown database poller": the sync worker's patches of this framework
@@ -169,7 +151,7 @@ $fake->fault(status => 500, verb => 'patch', resource => 'frameworks', name => $
 is(put_annotation($gen, 'requestGeneration', '5'), 200, 'generation: requestGeneration set to 5 in the API server');
 ok(poll($node, "SELECT request_synced FROM paidb.framework WHERE name = '$gen'", 'f'),
 	'generation: the job is marked request_synced = false');
-is(col($gen, "request_generation || ' ' || state"), '1 RUNNING', 'generation: the stored request stays generation 1');
+is(col($node, $gen, "request_generation || ' ' || state"), '1 RUNNING', 'generation: the stored request stays generation 1');
 ok(wait_until(sub { grep { $_->[2] eq '500' } fake_requests($fake, 'PATCH', qr{/frameworks/$gen$}) }),
 	'generation: the sync worker tries to patch its request back (refused by the fault)');
 is(fake_framework($fake, $gen)->{metadata}{annotations}{requestGeneration}, '5',
@@ -205,7 +187,7 @@ is(query($node, qq{SELECT request_generation FROM paidb.patch_framework_request(
 	'{"metadata": {"annotations": {"kube-fake/hold-state": "released"}}}')}), '2', '404: the job is released');
 ok(wait_until(sub { my $f = fake_framework($fake, $p404); $f && ($f->{status}{state} // '') eq 'Completed' }),
 	'404: the job completes in the API server');
-is(col($p404, 'state'), 'RUNNING', '404: the database, without its watcher, still says RUNNING');
+is(col($node, $p404, 'state'), 'RUNNING', '404: the database, without its watcher, still says RUNNING');
 # 3. stop the poller
 $sync_pid = worker_pid($node, 'sync');
 $fake->fault(status => 500, verb => 'delete', resource => 'frameworks', name => $p404, count => -1);
@@ -220,7 +202,7 @@ ok(wait_until(sub { grep { $_->[2] eq '500' } fake_requests($fake, 'DELETE', qr{
 # 5. stop the watcher
 ok(block_watcher(), '404: the framework watcher is shut out again');
 # 6. delete the framework manually
-is(delete_directly($p404), 200, '404: the framework is deleted manually');
+is(fake_delete_directly($fake, $p404), 200, '404: the framework is deleted manually');
 ok(wait_until(sub { !defined fake_framework($fake, $p404) }), '404: it is gone from the API server');
 # 7. start the poller
 $fake->admin(DELETE => '/_fake/faults');
@@ -230,7 +212,7 @@ ok(poll($node, "SELECT api_server_deleted FROM paidb.framework WHERE name = '$p4
 is(fake_watches($fake), 0, '404: no watch was open, so the watcher did not bring the deletion');
 ok(scalar(grep { $_->[2] eq '404' } fake_requests($fake, 'DELETE', qr{/frameworks/$p404(\?|$)})),
 	'404: the sync worker\'s DELETE got 404 (and mocked the DELETED event)');
-is(col($p404, "concat_ws(' ', state, request_synced, num_nonnulls(config_secret_def, user_extension_secret_def,
+is(col($node, $p404, "concat_ws(' ', state, request_synced, num_nonnulls(config_secret_def, user_extension_secret_def,
 		priority_class_def, docker_secret_def, token_secret_def))"),
 	'SUCCEEDED t 0', '404: the job keeps its state');
 is(worker_pid($node, 'sync'), $sync_pid, '404: the sync worker survived its failed deletes (same pid)');
@@ -239,7 +221,7 @@ $fake->admin(DELETE => '/_fake/faults');
 ok(poll($node, "SELECT state = 'watching' FROM paidb.status() WHERE worker = 'framework watcher'")
 	  && wait_until(sub { fake_watches($fake) >= 1 }),
 	'404: the framework watcher watches again');
-is(col($p404, "concat_ws(' ', state, api_server_deleted)"), 'SUCCEEDED t', '404: the job stays deleted and SUCCEEDED');
+is(col($node, $p404, "concat_ws(' ', state, api_server_deleted)"), 'SUCCEEDED t', '404: the job stays deleted and SUCCEEDED');
 
 # ============================================================ the end
 is(join("\n", crash_lines($node)), '', 'no paidb process crashed');

@@ -29,17 +29,8 @@ use PaidbTest;
 
 my $t0 = time();
 my $fake = PaidbTest::start_fake();
-# (new_node turns restart_after_crash on, as on a real server: needed here)
-my $node = PaidbTest::new_node('failures', $fake);
-install_state_log($node);
-ok(wait_for_workers($node), 'the three paidb workers run and both watchers watch');
-
-# A column (or expression) of one job's row.
-sub col
-{
-	my ($name, $expr) = @_;
-	return query($node, "SELECT $expr FROM paidb.framework WHERE name = '$name'");
-}
+# (start_node turns restart_after_crash on, as on a real server: needed here)
+my $node = PaidbTest::start_node('failures', $fake, state_log => 1);
 
 # Submit, trying again while the server refuses connections (crash
 # recovery); true once a submission went through.
@@ -167,7 +158,7 @@ ok(poll($node, "SELECT state = 'WAITING' AND request_synced FROM paidb.framework
 my $rv_now = $fake->resource_version;
 ok(poll($node, "SELECT resource_version::bigint >= $rv_now FROM paidb.watch_state WHERE watcher = 'frameworks'"),
 	'framework controller down: the watcher is up to date');
-is(col($fc, 'state'), 'WAITING', 'framework controller down: the job stays WAITING');
+is(col($node, $fc, 'state'), 'WAITING', 'framework controller down: the job stays WAITING');
 ok(!defined fake_framework($fake, $fc)->{status}, 'framework controller down: nothing drives it in the API server');
 $fake->admin(POST => '/_fake/controller/resume');
 ok(poll($node, "SELECT state FROM paidb.framework WHERE name = '$fc'", 'SUCCEEDED'),

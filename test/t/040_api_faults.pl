@@ -10,97 +10,30 @@
 # a job's framework fail the job with -1100 and are never retried.
 use strict;
 use warnings;
-use Cwd qw(abs_path);
 use JSON::PP;
 use MIME::Base64 qw(encode_base64);
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
-use Time::HiRes qw(time usleep);
-use Time::Local qw(timegm);
+use Time::HiRes qw(time);
 use KubeFake;
+use PaidbTest;
 
-# How long any single condition may take to become true.
-my $WAIT = 60;
-my $FW = '/apis/frameworkcontroller.microsoft.com/v1/namespaces/default/frameworks';
-my $dir = abs_path(PostgreSQL::Test::Utils::tempdir);
-
-# Poll a Perl condition until it is true or $secs pass; returns its value.
-sub wait_until
-{
-	my ($cond, $secs) = @_;
-	my $deadline = time() + ($secs // $WAIT);
-	while (1)
-	{
-		my $v = $cond->();
-		return $v if $v;
-		return 0 if time() > $deadline;
-		usleep(20_000);
-	}
-}
+# (any single condition may take $PaidbTest::WAIT = 60 s to become true)
+$PaidbTest::STEP = 0.02;
 
 # ---------------------------------------------------------------- kube-fake
-my $token = 'paidb-040-token-' . join('', map { ('a' .. 'z')[ rand 26 ] } 1 .. 20);
-my $token_file = "$dir/token";
-PostgreSQL::Test::Utils::append_to_file($token_file, "$token\n");
-chmod 0600, $token_file;
-my $reqlog = "$dir/requests.log";
-my $fake = KubeFake->start(dir => $dir, token_file => $token_file,
-	simulate_controller => 1, bookmark_interval => 1, log => $reqlog,
-	args => [ '--run-seconds', '0.3', '--step-seconds', '0.05' ]);
-
-# Parse the request log: [{start, end, method, target, code}]; the log is
-# written when the answer is sent, so start = end - duration.
-sub request_log
-{
-	my @out;
-	open(my $fh, '<', $reqlog) or return [];
-	while (my $line = <$fh>)
-	{
-		next unless $line =~ /^(\d+)-(\d+)-(\d+)T(\d+):(\d+):(\d+)(\.\d+)?Z (\S+) (\S+) (\S+) ([\d.]+)ms$/;
-		my $end = timegm($6, $5, $4, $3, $2 - 1, $1) + ($7 // 0);
-		push @out, { end => $end, start => $end - $11 / 1000, method => $8,
-			target => $9, code => $10 };
-	}
-	close($fh);
-	return \@out;
-}
-
-# A counter of the fake: requests{"verb resource"}.
-sub requests
-{
-	my ($key) = @_;
-	return $fake->counters->{requests}{$key} // 0;
-}
-
-# Successful creates and create attempts of a framework.
-sub creates
-{
-	my ($name) = @_;
-	my $c = $fake->counters;
-	return ($c->{creates}{frameworks}{$name} // 0, $c->{createAttempts}{frameworks}{$name} // 0);
-}
+my ($token, $token_file) = PaidbTest::new_token('paidb-040-token-');
+my $fake = PaidbTest::start_fake(token_file => $token_file);
 
 # ---------------------------------------------------------------- PostgreSQL
-my $node = PostgreSQL::Test::Cluster->new('api_faults');
-$node->init;
-$node->append_conf('postgresql.conf', qq{
-shared_preload_libraries = 'paidb'
-paidb.database = 'postgres'
-paidb.k8s_api_server = '@{[ $fake->url ]}'
-paidb.k8s_token_file = '$token_file'
-paidb.k8s_namespace = 'default'
-paidb.k8s_timeout = '5s'
-paidb.resync_interval = '20s'
-paidb.watch_timeout = '30s'
-paidb.max_rpc_concurrency = 8
-});
-$node->start;
-$node->safe_psql('postgres', 'CREATE EXTENSION paidb');
+my $node = PaidbTest::new_node('api_faults', $fake, token_file => $token_file,
+	resync_interval => '20s', retain_mode => 'off', restart_after_crash => 'off',
+	conf => "paidb.k8s_timeout = '5s'\npaidb.max_rpc_concurrency = 8\n");
 ok($node->poll_query_until('postgres',
 	q{SELECT count(*) = 3 FROM paidb.status() WHERE pid IS NOT NULL AND state NOT LIKE 'waiting%'}),
 	'the three workers run');
-ok($fake->wait_for_watches(2, $WAIT), 'both watchers watch');
+ok($fake->wait_for_watches(2, $PaidbTest::WAIT), 'both watchers watch');
 
 # The sync worker's row of status(): {errors, requests_sent, last_error}.
 sub sync_status
@@ -126,34 +59,16 @@ sub submit_sql
 	my ($name, $kind, %o) = @_;
 	my $k = $kinds{$kind};
 	$expect{$name} = $o{expect} // $k->{end};
-	my $req = encode_json({
-		apiVersion => 'frameworkcontroller.microsoft.com/v1',
-		kind => 'Framework',
-		metadata => {
-			name => $name,
-			labels => { userName => 'alice', virtualCluster => 'default' },
-			annotations => { jobName => $name, userName => 'alice',
-				'kube-fake/exit-codes' => $k->{codes}, %{ $o{ann} // {} } },
-		},
-		spec => {
-			executionType => 'Start',
-			retryPolicy => { fancyRetryPolicy => JSON::PP::false, maxRetryCount => $k->{max} },
-			taskRoles => [ {
-				name => 'worker',
-				taskNumber => 2,
-				task => {
-					retryPolicy => { fancyRetryPolicy => JSON::PP::false, maxRetryCount => 0 },
-					pod => { spec => { containers => [ { name => 'worker', image => 'busybox' } ] } },
-				},
-			} ],
-		},
-	});
+	my $req = encode_json(bare_framework($name,
+		annotations => { jobName => $name, userName => 'alice',
+			'kube-fake/exit-codes' => $k->{codes}, %{ $o{ann} // {} } },
+		max_retry => $k->{max}, task_number => 2));
 	my $addons = encode_json($o{add_ons} // {});
 	return "SELECT name FROM paidb.put_framework_request(\$j\$$req\$j\$::jsonb, now(), \$a\$$addons\$a\$::jsonb);\n";
 }
 
-# Submit jobs in one transaction: submit([name, kind, %o], ...).
-sub submit
+# Submit jobs in one transaction: submit_jobs([name, kind, %o], ...).
+sub submit_jobs
 {
 	my $sql = "BEGIN;\n" . join('', map { submit_sql(@$_) } @_) . "COMMIT;\n";
 	$node->safe_psql('postgres', $sql);
@@ -223,7 +138,7 @@ sub jobs_final
 			metadata => { name => "addon$i-configcred", namespace => 'default' },
 			type => 'Opaque', data => { 'config.yaml' => encode_base64("name: addon$i\n", '') } } } ];
 	}
-	submit(@jobs);
+	submit_jobs(@jobs);
 	jobs_final('500/503 bursts', map { $_->[0] } @jobs);
 	is_deeply($fake->admin(GET => '/_fake/faults')->{faults}, [], 'every injected fault was hit');
 	my $st = sync_status();
@@ -241,9 +156,9 @@ sub jobs_final
 # backoff (0.8 s +-20%), not at the next resync.
 {
 	$fake->fault(status => 503, verb => 'create', resource => 'frameworks', name => 'lone1', count => 1);
-	submit([ 'lone1', 'ok' ]);
+	submit_jobs([ 'lone1', 'ok' ]);
 	jobs_final('a lone retry', 'lone1');
-	my @log = @{ request_log() };
+	my @log = @{ fake_request_times($fake) };
 	my ($t503) = map { $_->{end} } grep { $_->{code} eq '503' && $_->{method} eq 'POST' } reverse @log;
 	my ($next) = grep { $_->{start} > $t503 && $_->{method} ne 'GET' } @log;
 	my $gap = defined $next ? $next->{start} - $t503 : 99;
@@ -255,14 +170,14 @@ sub jobs_final
 {
 	$fake->fault(status => 429, retryAfter => 2, verb => 'create', resource => 'frameworks',
 		name => 'tmr1', count => 1);
-	submit([ 'tmr1', 'ok' ]);
+	submit_jobs([ 'tmr1', 'ok' ]);
 	ok(wait_until(sub { ($fake->counters->{responses}{429} // 0) >= 1 }), 'the create got 429');
-	submit([ 'tmr2', 'ok' ]);	# a new job while the API server asks to wait
+	submit_jobs([ 'tmr2', 'ok' ]);	# a new job while the API server asks to wait
 	ok(wait_until(sub { sync_status()->{last_error} =~ /\b429\b/ }, 10),
 		'status() shows the 429 as last_error');
 	like(sync_status()->{last_error}, qr/tmr1/, 'last_error names the framework');
 	jobs_final('429', 'tmr1', 'tmr2');
-	my @log = @{ request_log() };
+	my @log = @{ fake_request_times($fake) };
 	my ($t429) = map { $_->{end} } grep { $_->{code} eq '429' } @log;
 	my ($next) = grep { $_->{start} > $t429 && $_->{target} =~ m{/frameworks/tmr1(\?|$)} } @log;
 	ok(defined $next, 'the job was sent again after the 429');
@@ -272,65 +187,65 @@ sub jobs_final
 	my $hold = defined $first ? $first->{start} - $t429 : 0;
 	cmp_ok($hold, '>=', 1.9,
 		sprintf('no new request at all went out during the Retry-After (first after %.2f s)', $hold));
-	my ($c1) = creates('tmr1');
-	my ($c2) = creates('tmr2');
+	my $c1 = fake_creates($fake, 'tmr1');
+	my $c2 = fake_creates($fake, 'tmr2');
 	is("$c1 $c2", '1 1', 'both frameworks were created once');
 }
 
 # ---------------------------------------------------------------- 3. 410 Gone
 {
 	# (a) an ERROR event 410 in the stream of the next watch
-	my $lists = requests('list frameworks');
+	my $lists = fake_counter($fake, 'list frameworks');
 	$fake->fault(status => 410, verb => 'watch', resource => 'frameworks', inStream => JSON::PP::true, count => 1);
-	submit(map { [ "gone$_", (qw(ok retry fail))[ $_ % 3 ] ] } 1 .. 4);
+	submit_jobs(map { [ "gone$_", (qw(ok retry fail))[ $_ % 3 ] ] } 1 .. 4);
 	$fake->cut_watches('end', 'frameworks');
-	ok(wait_until(sub { requests('list frameworks') > $lists }), 'a 410 ERROR event makes the watcher list again');
+	ok(wait_until(sub { fake_counter($fake, 'list frameworks') > $lists }), 'a 410 ERROR event makes the watcher list again');
 	is_deeply($fake->admin(GET => '/_fake/faults')->{faults}, [], 'the watcher did meet the 410 ERROR event');
 	jobs_final('410 ERROR event', map { "gone$_" } 1 .. 4);
 
 	# (b) the watcher falls behind a compaction while frameworks change and
 	# one vanishes: the re-list must reconcile all of it
-	submit([ 'vanish1', 'ok', ann => { 'kube-fake/run-seconds' => 'inf' },
+	submit_jobs([ 'vanish1', 'ok', ann => { 'kube-fake/run-seconds' => 'inf' },
 		expect => [ 'STOPPED', 0, -210, 0 ] ]);
 	ok($node->poll_query_until('postgres',
 		q{SELECT state = 'RUNNING' AND request_synced FROM paidb.framework WHERE name = 'vanish1'}),
 		'a long-running job runs');
-	$lists = requests('list frameworks');
+	$lists = fake_counter($fake, 'list frameworks');
 	$fake->fault(status => 503, verb => 'watch', resource => 'frameworks', count => -1);
 	$fake->cut_watches('reset', 'frameworks');
 	# (a retried attempt that the watcher never saw cannot be in history)
-	submit(map { [ "behind$_", (qw(ok retry fail))[ $_ % 3 ],
+	submit_jobs(map { [ "behind$_", (qw(ok retry fail))[ $_ % 3 ],
 		$_ % 3 == 1 ? (expect => [ 'SUCCEEDED', 1, 0, undef ]) : () ] } 1 .. 4);
-	my ($code) = $fake->api(DELETE => "$FW?fieldSelector=metadata.name%3Dvanish1");
+	my $code = fake_delete_directly($fake, 'vanish1');
 	is($code, 200, 'a framework is deleted behind paidb\'s back');
-	ok(wait_until(sub { !grep { (creates("behind$_"))[0] < 1 } 1 .. 4 }), 'the jobs were created meanwhile');
+	ok(wait_until(sub { !grep { fake_creates($fake, "behind$_") < 1 } 1 .. 4 }), 'the jobs were created meanwhile');
 	$fake->compact;
 	$fake->clear_faults;
-	ok(wait_until(sub { requests('list frameworks') > $lists }), 'after falling behind the compaction the watcher lists again');
+	ok(wait_until(sub { fake_counter($fake, 'list frameworks') > $lists }), 'after falling behind the compaction the watcher lists again');
 	ok($node->poll_query_until('postgres',
 		q{SELECT state = 'RUNNING' AND request_synced FROM paidb.framework WHERE name = 'vanish1'}),
 		'the vanished framework was noticed (synthesised DELETED) and created again');
-	is((creates('vanish1'))[0], 2, 'it was created a second time, once');
+	is(fake_creates($fake, 'vanish1'), 2, 'it was created a second time, once');
 	$node->safe_psql('postgres', q{SELECT paidb.stop_framework('vanish1')});
 	jobs_final('fallen behind a compaction', 'vanish1', map { "behind$_" } 1 .. 4);
 }
 
 # ---------------------------------------------------------------- 4. watches cut mid-event
 {
-	my $watches = requests('watch frameworks');
+	my $watches = fake_counter($fake, 'watch frameworks');
 	my @names = map { "cut$_" } 1 .. 6;
-	submit(map { [ $_, (qw(ok retry fail))[ substr($_, 3) % 3 ] ] } @names);
+	submit_jobs(map { [ $_, (qw(ok retry fail))[ substr($_, 3) % 3 ] ] } @names);
 	my $cuts = 0;
 	for (1 .. 4)
 	{
 		$fake->wait_for_watches(2, 10);
 		$cuts += $fake->cut_watches('mid-event', 'frameworks');
-		my $n = requests('watch frameworks');
-		wait_until(sub { requests('watch frameworks') > $n || !%{ not_final(@names) } }, 10);
+		my $n = fake_counter($fake, 'watch frameworks');
+		wait_until(sub { fake_counter($fake, 'watch frameworks') > $n || !%{ not_final(@names) } }, 10);
 	}
 	cmp_ok($cuts, '>=', 1, "watches were armed to be cut in the middle of an event ($cuts)");
 	jobs_final('watch cut mid-event', @names);
-	cmp_ok(requests('watch frameworks') - $watches, '>=', 2, 'the watcher watched again after the cuts');
+	cmp_ok(fake_counter($fake, 'watch frameworks') - $watches, '>=', 2, 'the watcher watched again after the cuts');
 }
 
 # ---------------------------------------------------------------- 5. API server refusing for 5 s
@@ -339,14 +254,14 @@ sub jobs_final
 	my $t_pause = time();
 	$fake->pause('refuse', 5);
 	my @names = map { "down$_" } 1 .. 6;
-	submit(map { [ $_, (qw(ok retry fail))[ substr($_, 4) % 3 ] ] } @names);
+	submit_jobs(map { [ $_, (qw(ok retry fail))[ substr($_, 4) % 3 ] ] } @names);
 	ok(wait_until(sub { sync_status()->{errors} > $err0 }, 10), 'the sync worker counts the refused connections');
 	diag('last_error while refused: ' . sync_status()->{last_error});
 	jobs_final('API server down for 5 s', @names);
 	my $st = sync_status();
 	diag(sprintf('API server back after 5 s: all jobs final %.1f s after the pause began; %d errors',
 		time() - $t_pause, $st->{errors} - $err0));
-	my @log = grep { $_->{method} eq 'POST' && $_->{target} =~ m{/frameworks(\?|$)} } @{ request_log() };
+	my @log = grep { $_->{method} eq 'POST' && $_->{target} =~ m{/frameworks(\?|$)} } @{ fake_request_times($fake) };
 	my ($first) = grep { $_->{start} > $t_pause } @log;
 	# back after 5 s; backoffs of 0.8, 1.6, 3.2 s (+-20%) put the next try before ~9 s
 	my $back = defined $first ? $first->{start} - $t_pause : 99;
@@ -369,7 +284,7 @@ sub jobs_final
 		$f{message} = $perm{$n}{message} if $perm{$n}{message};
 		$fake->fault(%f);
 	}
-	submit((map { [ $_, 'ok', expect => [ 'FAILED', 0, -1100, 0 ] ] } sort keys %perm), [ 'permok', 'ok' ]);
+	submit_jobs((map { [ $_, 'ok', expect => [ 'FAILED', 0, -1100, 0 ] ] } sort keys %perm), [ 'permok', 'ok' ]);
 	jobs_final('permanent refusals', sort keys %perm, 'permok');
 	for my $n (sort keys %perm)
 	{
@@ -392,17 +307,17 @@ sub jobs_final
 	like(sync_status()->{last_error}, qr/\b(422|413|500)\b/, 'status() last_error shows the HTTP status');
 
 	# nothing is retried for them afterwards
-	my %before = map { $_ => [ creates($_) ] } keys %perm;
-	my $lines = scalar(@{ request_log() });
+	my %before = map { $_ => fake_create_attempts($fake, $_) } keys %perm;
+	my $lines = scalar(@{ fake_request_times($fake) });
 	$node->safe_psql('postgres', 'SELECT paidb.wakeup()');
 	# an observation window: the counters must stay still
-	wait_until(sub { grep { (creates($_))[1] != $before{$_}[1] } keys %perm }, 3);
+	wait_until(sub { grep { fake_create_attempts($fake, $_) != $before{$_} } keys %perm }, 3);
 	for my $n (sort keys %perm)
 	{
-		is((creates($n))[1], 1, "$n: exactly one create attempt, none after the refusal");
+		is(fake_create_attempts($fake, $n), 1, "$n: exactly one create attempt, none after the refusal");
 	}
 	my @later = grep { $_->{target} =~ m{/frameworks/perm(422|re|413)(\?|$)} && $_->{method} ne 'DELETE' }
-	  @{ request_log() }[ $lines .. $#{ request_log() } ];
+	  @{ fake_request_times($fake) }[ $lines .. $#{ fake_request_times($fake) } ];
 	is(scalar(@later), 0, 'no request was sent for them after the refusal');
 	my $all = join(',', map { "'$_'" } keys %perm);
 	is($node->safe_psql('postgres',
@@ -420,7 +335,7 @@ my %twice = map { $_ => $c->{creates}{frameworks}{$_} }
 is_deeply(\%twice, {}, 'no framework was created twice (except the one deleted behind our back)');
 my %missing = map { $_ => 1 } grep { !$c->{creates}{frameworks}{$_} && $expect{$_}[2] != -1100 } @all;
 is_deeply(\%missing, {}, 'every job that ran was created');
-my ($code, $left) = $fake->api(GET => $FW);
+my ($code, $left) = $fake->api(GET => fw_path());
 is(scalar(@{ $left->{items} }), 0, 'every completed framework was deleted from the API server');
 is($node->safe_psql('postgres', 'SELECT count(*) FROM paidb.orphan'), '0', 'no orphan was queued');
 is($node->safe_psql('postgres', 'SELECT count(*) FROM paidb.status() WHERE pid IS NULL'), '0',

@@ -9,33 +9,16 @@
 # workers stay small.
 use strict;
 use warnings;
-use Cwd qw(abs_path);
 use JSON::PP;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
-use Time::HiRes qw(time usleep);
-use Time::Local qw(timegm);
+use Time::HiRes qw(time);
 use KubeFake;
+use PaidbTest;
 
-# How long any single condition may take to become true.
-my $WAIT = 60;
-my $FW = '/apis/frameworkcontroller.microsoft.com/v1/namespaces/default/frameworks';
-my $dir = abs_path(PostgreSQL::Test::Utils::tempdir);
-
-# Poll a Perl condition until it is true or $secs pass; returns its value.
-sub wait_until
-{
-	my ($cond, $secs) = @_;
-	my $deadline = time() + ($secs // $WAIT);
-	while (1)
-	{
-		my $v = $cond->();
-		return $v if $v;
-		return 0 if time() > $deadline;
-		usleep(10_000);
-	}
-}
+# (any single condition may take $PaidbTest::WAIT = 60 s to become true)
+$PaidbTest::STEP = 0.01;
 
 # The median of a list of numbers.
 sub median
@@ -49,27 +32,7 @@ sub median
 sub framework_json
 {
 	my ($name, %ann) = @_;
-	return encode_json({
-		apiVersion => 'frameworkcontroller.microsoft.com/v1',
-		kind => 'Framework',
-		metadata => {
-			name => $name,
-			labels => { userName => 'alice', virtualCluster => 'default' },
-			annotations => { jobName => $name, userName => 'alice', %ann },
-		},
-		spec => {
-			executionType => 'Start',
-			retryPolicy => { fancyRetryPolicy => JSON::PP::false, maxRetryCount => 0 },
-			taskRoles => [ {
-				name => 'worker',
-				taskNumber => 1,
-				task => {
-					retryPolicy => { fancyRetryPolicy => JSON::PP::false, maxRetryCount => 0 },
-					pod => { spec => { containers => [ { name => 'worker', image => 'busybox' } ] } },
-				},
-			} ],
-		},
-	});
+	return encode_json(bare_framework($name, annotations => { jobName => $name, userName => 'alice', %ann }));
 }
 
 # SQL that submits a job.
@@ -80,43 +43,11 @@ sub submit_sql
 	return "SELECT name FROM paidb.put_framework_request(\$j\$$j\$j\$::jsonb)";
 }
 
-# Number of create requests (faulted ones included) a fake saw for a name.
-sub create_attempts
-{
-	my ($fake, $name) = @_;
-	return $fake->counters->{createAttempts}{frameworks}{$name} // 0;
-}
-
-# Number of requests of one kind ("patch frameworks"...) a fake saw.
-sub requests
-{
-	my ($fake, $key) = @_;
-	return $fake->counters->{requests}{$key} // 0;
-}
-
-# Parse a kube-fake request log: [{start, end, method, target, code}], where
-# start = end - duration (the log is written when the answer has been sent).
-sub request_log
-{
-	my ($file) = @_;
-	my @out;
-	open(my $fh, '<', $file) or return [];
-	while (my $line = <$fh>)
-	{
-		next unless $line =~ /^(\d+)-(\d+)-(\d+)T(\d+):(\d+):(\d+)(\.\d+)?Z (\S+) (\S+) (\S+) ([\d.]+)ms$/;
-		my $end = timegm($6, $5, $4, $3, $2 - 1, $1) + ($7 // 0);
-		push @out, { end => $end, start => $end - $11 / 1000, method => $8,
-			target => $9, code => $10 };
-	}
-	close($fh);
-	return \@out;
-}
-
 # The start time of the first framework create a fake logged after $since.
 sub first_create_after
 {
-	my ($log, $since) = @_;
-	for my $r (@{ request_log($log) })
+	my ($fake, $since) = @_;
+	for my $r (@{ fake_request_times($fake) })
 	{
 		return $r->{start}
 		  if $r->{method} eq 'POST' && $r->{target} =~ m{/frameworks(\?|$)}
@@ -126,34 +57,12 @@ sub first_create_after
 }
 
 # ---------------------------------------------------------------- set-up
-my $token = 'paidb-041-token-' . join('', map { ('a' .. 'z')[ rand 26 ] } 1 .. 20);
-my $token_file = "$dir/token";
-PostgreSQL::Test::Utils::append_to_file($token_file, "$token\n");
-chmod 0600, $token_file;
+my ($token, $token_file) = PaidbTest::new_token('paidb-041-token-');
+my ($fake1, $fake2, $fake3) = map { PaidbTest::start_fake(token_file => $token_file) } 1 .. 3;
 
-my @fake_args = ('--run-seconds', '0.3', '--step-seconds', '0.05');
-my %log = map { $_ => "$dir/requests-$_.log" } qw(one two three);
-my $fake1 = KubeFake->start(dir => $dir, token_file => $token_file,
-	simulate_controller => 1, bookmark_interval => 1, log => $log{one}, args => \@fake_args);
-my $fake2 = KubeFake->start(dir => $dir, token_file => $token_file,
-	simulate_controller => 1, bookmark_interval => 1, log => $log{two}, args => \@fake_args);
-my $fake3 = KubeFake->start(dir => $dir, token_file => $token_file,
-	simulate_controller => 1, bookmark_interval => 1, log => $log{three}, args => \@fake_args);
-
-my $node = PostgreSQL::Test::Cluster->new('primary');
-$node->init(allows_streaming => 1);
-$node->append_conf('postgresql.conf', qq{
-shared_preload_libraries = 'paidb'
-max_connections = 20
-paidb.database = 'postgres'
-paidb.k8s_api_server = '@{[ $fake1->url ]}'
-paidb.k8s_token_file = '$token_file'
-paidb.k8s_namespace = 'default'
-paidb.resync_interval = '10s'
-paidb.watch_timeout = '30s'
-});
-$node->start;
-$node->safe_psql('postgres', 'CREATE EXTENSION paidb');
+my $node = PaidbTest::new_node('primary', $fake1, init => { allows_streaming => 1 },
+	token_file => $token_file, resync_interval => '10s', retain_mode => 'off',
+	restart_after_crash => 'off', conf => "max_connections = 20\n");
 
 # One row of status() per worker: {worker => {pid, state, ...}}.
 sub status_of
@@ -204,7 +113,7 @@ for my $i (1 .. 11)
 	my $t_in_xact = $node->safe_psql('postgres',
 		"SELECT extract(epoch FROM clock_timestamp()) FROM (" . submit_sql($name) . ") s");
 	my $arrived;
-	wait_until(sub { $arrived = first_create_after($log{one}, $t_in_xact) }, 10);
+	wait_until(sub { $arrived = first_create_after($fake1, $t_in_xact) }, 10);
 	if (defined $arrived)
 	{
 		push @lat, ($arrived - $t_in_xact) * 1000;
@@ -219,7 +128,7 @@ diag(sprintf('commit -> create at the API server: median %.1f ms (%s ms)',
 	$median, join(' ', map { sprintf('%.1f', $_) } @lat)));
 cmp_ok($median, '<', 500, 'the create reaches the API server within 500 ms of COMMIT (median)');
 cmp_ok((sort { $b <=> $a } @lat)[0], '<', 2000, 'every create arrives within 2 s of COMMIT');
-is(create_attempts($fake1, 'lat1') + 0, 1, 'the job was created once');
+is(fake_create_attempts($fake1, 'lat1') + 0, 1, 'the job was created once');
 
 # ---------------------------------------------------------------- not before COMMIT
 {
@@ -230,14 +139,14 @@ is(create_attempts($fake1, 'lat1') + 0, 1, 'the job was created once');
 	$node->safe_psql('postgres', 'SELECT paidb.wakeup()');
 	my $t_open = time();
 	# an observation window: nothing may happen while the transaction is open
-	wait_until(sub { create_attempts($fake1, 'open1') > 0 }, 1.0);
-	is(create_attempts($fake1, 'open1') + 0, 0,
+	wait_until(sub { fake_create_attempts($fake1, 'open1') > 0 }, 1.0);
+	is(fake_create_attempts($fake1, 'open1') + 0, 0,
 		'no create while the submitting transaction is open (1 s, wakeup() included)');
 	my $before_commit = time();
 	$s->query_safe('COMMIT');
-	ok(wait_until(sub { create_attempts($fake1, 'open1') > 0 }, 10),
+	ok(wait_until(sub { fake_create_attempts($fake1, 'open1') > 0 }, 10),
 		'the create arrives after COMMIT');
-	my $arrived = first_create_after($log{one}, $before_commit);
+	my $arrived = first_create_after($fake1, $before_commit);
 	diag(sprintf('open transaction: create %.1f ms after COMMIT was sent',
 		((defined $arrived ? $arrived : time()) - $before_commit) * 1000));
 
@@ -246,8 +155,8 @@ is(create_attempts($fake1, 'lat1') + 0, 1, 'the job was created once');
 	$s->query_safe('ROLLBACK');
 	$s->quit;
 	$node->safe_psql('postgres', 'SELECT paidb.wakeup()');
-	wait_until(sub { create_attempts($fake1, 'rolled1') > 0 }, 2.0);
-	is(create_attempts($fake1, 'rolled1') + 0, 0, 'a rolled-back submission never reaches the API server');
+	wait_until(sub { fake_create_attempts($fake1, 'rolled1') > 0 }, 2.0);
+	is(fake_create_attempts($fake1, 'rolled1') + 0, 0, 'a rolled-back submission never reaches the API server');
 	is($node->safe_psql('postgres', q{SELECT count(*) FROM paidb.framework WHERE name = 'rolled1'}),
 		'0', 'and leaves no row');
 }
@@ -272,20 +181,20 @@ ok($node->poll_query_until('postgres',
 	q{SELECT state = 'RUNNING' AND request_synced FROM paidb.framework WHERE name = 'hold1'}),
 	'a long-running job runs and is synced');
 {
-	my $patches = requests($fake1, 'patch frameworks');
+	my $patches = fake_counter($fake1, 'patch frameworks');
 	$node->safe_psql('postgres',
 		q{UPDATE paidb.framework SET request_synced = false, next_sync_at = NULL WHERE name = 'hold1'});
 	# informative only: a direct write is outside the contract
-	if (wait_until(sub { requests($fake1, 'patch frameworks') > $patches }, 1.0))
+	if (wait_until(sub { fake_counter($fake1, 'patch frameworks') > $patches }, 1.0))
 	{
 		diag('the sync worker found the directly updated row before wakeup()');
-		$patches = requests($fake1, 'patch frameworks');
+		$patches = fake_counter($fake1, 'patch frameworks');
 		$node->safe_psql('postgres',
 			q{UPDATE paidb.framework SET request_synced = false, next_sync_at = NULL WHERE name = 'hold1'});
 	}
 	my $t0 = time();
 	$node->safe_psql('postgres', 'SELECT paidb.wakeup()', extra_params => [ '-U', 'rest_server' ]);
-	ok(wait_until(sub { requests($fake1, 'patch frameworks') > $patches }, 3),
+	ok(wait_until(sub { fake_counter($fake1, 'patch frameworks') > $patches }, 3),
 		'wakeup() makes the sync worker send a due row at once');
 	diag(sprintf('wakeup() -> patch: %.0f ms', (time() - $t0) * 1000));
 	$node->safe_psql('postgres', q{UPDATE paidb.framework SET request_synced = true WHERE name = 'hold1'});
@@ -330,8 +239,8 @@ for my $w (sort keys %$st)
 for my $w ('sync', 'framework watcher', 'event watcher')
 {
 	my $old = status_of($node)->{$w}{pid};
-	my $lists = requests($fake1, 'list frameworks');
-	my $watches = requests($fake1, 'watch frameworks');
+	my $lists = fake_counter($fake1, 'list frameworks');
+	my $watches = fake_counter($fake1, 'watch frameworks');
 	my $t0 = time();
 	$node->safe_psql('postgres', "SELECT pg_terminate_backend($old)");
 	my $new;
@@ -344,9 +253,9 @@ for my $w ('sync', 'framework watcher', 'event watcher')
 	cmp_ok($dt, '<', 3, sprintf('the new %s pid appears within 3 s (%.1f s)', $w, $dt));
 	if ($w eq 'framework watcher')
 	{
-		ok(wait_until(sub { requests($fake1, 'watch frameworks') > $watches }, 10),
+		ok(wait_until(sub { fake_counter($fake1, 'watch frameworks') > $watches }, 10),
 			'the restarted framework watcher watches again');
-		is(requests($fake1, 'list frameworks'), $lists,
+		is(fake_counter($fake1, 'list frameworks'), $lists,
 			'it resumed from the stored resourceVersion without listing');
 	}
 }
@@ -354,7 +263,7 @@ $node->safe_psql('postgres', submit_sql('after1'));
 ok($node->poll_query_until('postgres',
 	q{SELECT state = 'SUCCEEDED' FROM paidb.framework WHERE name = 'after1'}),
 	'work goes on after the restarts');
-is(create_attempts($fake1, 'after1') + 0, 1, 'the new job was created once');
+is(fake_create_attempts($fake1, 'after1') + 0, 1, 'the new job was created once');
 
 # ---------------------------------------------------------------- SIGHUP
 $node->append_conf('postgresql.conf', "paidb.k8s_api_server = '" . $fake2->url . "'\n");
@@ -365,9 +274,9 @@ ok($node->poll_query_until('postgres',
 # the workers reload at their next wake-up; a job submitted now goes to fake2
 my $t_hup = time();
 $node->safe_psql('postgres', submit_sql('hup1'));
-ok(wait_until(sub { create_attempts($fake2, 'hup1') > 0 }, 15),
+ok(wait_until(sub { fake_create_attempts($fake2, 'hup1') > 0 }, 15),
 	'after SIGHUP a new job is created in the second API server');
-is(create_attempts($fake1, 'hup1') + 0, 0, 'and not in the first');
+is(fake_create_attempts($fake1, 'hup1') + 0, 0, 'and not in the first');
 ok(wait_until(sub { $fake2->wait_for_watches(1, 1) }, 15), 'the watchers moved to the second API server');
 
 # ---------------------------------------------------------------- SIGTERM: fast shutdown
@@ -386,7 +295,7 @@ $fake2->resume;
 $node->start;
 $st = wait_workers($node);
 is(scalar(grep { $_->{pid} > 0 } values %$st), 3, 'the workers run again after the restart');
-ok(wait_until(sub { create_attempts($fake2, 'hang1') > 0 }, 30),
+ok(wait_until(sub { fake_create_attempts($fake2, 'hang1') > 0 }, 30),
 	'the job whose request hung at the shutdown is created after the restart');
 ok($node->poll_query_until('postgres',
 	q{SELECT state = 'SUCCEEDED' FROM paidb.framework WHERE name = 'hang1'}),

@@ -42,8 +42,8 @@ sub program
 
 # Start a fake.  Options: dir, token, token_file, tls_cert, tls_key,
 # simulate_controller (bool), history_size, bookmark_interval, log (request
-# log file), args (array ref of further arguments), timeout (seconds to wait
-# for it to listen, default 30).
+# log file, kept as $fake->{request_log}), args (array ref of further
+# arguments), timeout (seconds to wait for it to listen, default 30).
 sub start
 {
 	my ($class, %o) = @_;
@@ -85,6 +85,7 @@ sub start
 		scheme => defined $o{tls_cert} ? 'https' : 'http',
 		token => $o{token},
 		token_file => $o{token_file},
+		request_log => $o{log},
 		args => \@args,
 	}, $class;
 	push @running, $self;

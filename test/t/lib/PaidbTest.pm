@@ -5,7 +5,7 @@
 #   use lib 'test/t/lib';
 #   use PaidbTest;
 #   my $fake = PaidbTest::start_fake();
-#   my $node = PaidbTest::new_node('e2e', $fake);
+#   my $node = PaidbTest::start_node('e2e', $fake, state_log => 1);   # one test
 #   my $name = job_name('alice', 'job1');          # md5(user~job)
 #   my $req = job_request($name, exit_codes => '1', max_retry => 3);
 #   submit($node, $req, add_ons => { configSecretDef => {...} });
@@ -20,6 +20,7 @@ use strict;
 use warnings;
 
 use Carp;
+use Cwd qw(abs_path);
 use Digest::MD5 qw(md5_hex);
 use Exporter 'import';
 use IPC::Run;
@@ -29,15 +30,20 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time usleep);
+use Time::Local qw(timegm);
 
-our @EXPORT = qw(job_name job_request submit try_submit query poll
-  wait_until fw_path fake_framework fake_object fake_creates
-  fake_create_attempts fake_counter fake_requests fake_watches sql_json
+our @EXPORT = qw(job_name job_request bare_framework submit try_submit query poll col
+  wait_until wait_log fw_path fake_framework fake_object fake_creates
+  fake_create_attempts fake_counter fake_requests fake_request_times
+  fake_watches fake_delete_directly sql_json
   install_state_log state_log_sql state_path worker_pid wait_for_workers log_since
-  crash_lines);
+  worker_exits crash_lines);
 
 # How long any single condition may take to become true (seconds).
 our $WAIT = 60;
+
+# How often wait_until tries its condition (seconds).
+our $STEP = 0.05;
 
 # Frameworks live in namespace "default" (paidb.k8s_namespace's default).
 our $NS = 'default';
@@ -48,8 +54,9 @@ my $json = JSON::PP->new->canonical->allow_nonref;
 # ---------------------------------------------------------------- set-up
 
 # Start a kube-fake with the simulated controller, bookmarks every second and
-# a request log.  Options: dir, args (more command line), paused (start the
-# controller paused), bookmark_interval.
+# a request log.  Options: dir (default: a new one, so every fake has its own
+# log), args (more command line), paused (start the controller paused),
+# bookmark_interval, token_file (the fake wants this bearer token).
 sub start_fake
 {
 	my (%o) = @_;
@@ -61,41 +68,71 @@ sub start_fake
 		dir => $dir,
 		simulate_controller => 1,
 		bookmark_interval => $o{bookmark_interval} // 1,
+		(defined $o{token_file} ? (token_file => $o{token_file}) : ()),
 		log => "$dir/kube-fake-requests.log",
 		args => \@args);
-	$fake->{request_log} = "$dir/kube-fake-requests.log";
 	return $fake;
+}
+
+# A random bearer token, written to a new file (mode 0600) under an absolute
+# path: (token, file).
+sub new_token
+{
+	my ($prefix) = @_;
+	my $token = ($prefix // 'paidb-token-') . join('', map { ('a' .. 'z')[ rand 26 ] } 1 .. 20);
+	my $file = abs_path(PostgreSQL::Test::Utils::tempdir) . '/token';
+	PostgreSQL::Test::Utils::append_to_file($file, "$token\n");
+	chmod 0600, $file;
+	return ($token, $file);
 }
 
 my @nodes;
 
 # A node with paidb preloaded, talking to $fake, started, with the extension
 # created (unless no_extension).  Options: retain_mode (default on),
-# resync_interval (default 3s), conf (more postgresql.conf lines).
+# resync_interval (default 3s), watch_timeout (default 30s), token_file
+# (paidb.k8s_token_file), restart_after_crash (default on), init (hash ref of
+# arguments to init, e.g. { allows_streaming => 1 }), conf (more
+# postgresql.conf lines, which win over the ones above).
 #
-# restart_after_crash is on (the test harness turns it off, a real server
-# has it on): a crashing paidb worker then costs a crash recovery, not the
-# rest of the test; every test file checks the log for crashes at the end.
+# restart_after_crash is on unless told (the test harness turns it off, a
+# real server has it on): a crashing paidb worker then costs a crash
+# recovery, not the rest of the test; a test file that keeps it on checks
+# the log for crashes at the end.
 sub new_node
 {
 	my ($name, $fake, %o) = @_;
 	my $node = PostgreSQL::Test::Cluster->new($name);
-	$node->init;
+	$node->init(%{ $o{init} // {} });
 	my $retain = $o{retain_mode} // 'on';
 	my $resync = $o{resync_interval} // '3s';
+	my $watch_timeout = $o{watch_timeout} // '30s';
+	my $restart = $o{restart_after_crash} // 'on';
 	my $url = $fake->url;
+	my $token = defined $o{token_file} ? "paidb.k8s_token_file = '$o{token_file}'\n" : '';
 	$node->append_conf('postgresql.conf', qq{
 shared_preload_libraries = 'paidb'
 paidb.database = 'postgres'
 paidb.k8s_api_server = '$url'
-paidb.resync_interval = '$resync'
-paidb.watch_timeout = '30s'
+${token}paidb.resync_interval = '$resync'
+paidb.watch_timeout = '$watch_timeout'
 paidb.retain_mode = $retain
-restart_after_crash = on
+restart_after_crash = $restart
 } . ($o{conf} // ''));
 	$node->start;
 	push @nodes, $node;
 	$node->safe_psql('postgres', 'CREATE EXTENSION paidb') unless $o{no_extension};
+	return $node;
+}
+
+# new_node (same options), then install_state_log if state_log, then one
+# test: the three workers run and both watchers watch.
+sub start_node
+{
+	my ($name, $fake, %o) = @_;
+	my $node = new_node($name, $fake, %o);
+	install_state_log($node) if $o{state_log};
+	ok(wait_for_workers($node), 'the three paidb workers run and both watchers watch');
 	return $node;
 }
 
@@ -180,6 +217,35 @@ sub job_request
 			executionType => $o{execution_type} // 'Start',
 			retryPolicy => { fancyRetryPolicy => JSON::PP::false, maxRetryCount => $o{max_retry} // 0 },
 			taskRoles => \@roles,
+		},
+	};
+}
+
+# A bare framework request (not OpenPAI-like): labels of user alice, one task
+# role "worker" of busybox.  Options: annotations (hash), task_number
+# (default 1), max_retry (spec.retryPolicy.maxRetryCount, default 0).
+sub bare_framework
+{
+	my ($name, %o) = @_;
+	return {
+		apiVersion => 'frameworkcontroller.microsoft.com/v1',
+		kind => 'Framework',
+		metadata => {
+			name => $name,
+			labels => { userName => 'alice', virtualCluster => 'default' },
+			annotations => $o{annotations} // {},
+		},
+		spec => {
+			executionType => 'Start',
+			retryPolicy => { fancyRetryPolicy => JSON::PP::false, maxRetryCount => $o{max_retry} // 0 },
+			taskRoles => [ {
+				name => 'worker',
+				taskNumber => $o{task_number} // 1,
+				task => {
+					retryPolicy => { fancyRetryPolicy => JSON::PP::false, maxRetryCount => 0 },
+					pod => { spec => { containers => [ { name => 'worker', image => 'busybox' } ] } },
+				},
+			} ],
 		},
 	};
 }
@@ -281,8 +347,15 @@ sub wait_until
 		my $v = $cond->();
 		return $v if $v;
 		return 0 if time() > $deadline;
-		usleep(50_000);
+		usleep($STEP * 1_000_000);
 	}
+}
+
+# Wait until the server log from byte $offset on matches $re (true if it did).
+sub wait_log
+{
+	my ($node, $re, $offset, $secs) = @_;
+	return wait_until(sub { log_since($node, $offset) =~ $re }, $secs);
 }
 
 # ---------------------------------------------------------------- the fake
@@ -354,6 +427,35 @@ sub fake_requests
 	return @out;
 }
 
+# Requests the fake has logged so far with their times: [{start, end, method,
+# target, code}] (a line is written when the answer has been sent, so start =
+# end - duration).
+sub fake_request_times
+{
+	my ($fake) = @_;
+	my @out;
+	open(my $fh, '<', $fake->{request_log}) or return [];
+	while (my $line = <$fh>)
+	{
+		next unless $line =~ /^(\d+)-(\d+)-(\d+)T(\d+):(\d+):(\d+)(\.\d+)?Z (\S+) (\S+) (\S+) ([\d.]+)ms$/;
+		my $end = timegm($6, $5, $4, $3, $2 - 1, $1) + ($7 // 0);
+		push @out, { end => $end, start => $end - $11 / 1000, method => $8,
+			target => $9, code => $10 };
+	}
+	close($fh);
+	return \@out;
+}
+
+# Delete a framework directly in the API server with a deletecollection by
+# name (verb "deletecollection": faults on "delete" do not catch it), as
+# someone would behind paidb's back; returns the HTTP status.
+sub fake_delete_directly
+{
+	my ($fake, $name) = @_;
+	my ($code) = $fake->api(DELETE => fw_path() . "?fieldSelector=metadata.name%3D$name");
+	return $code;
+}
+
 # How many watches of a resource (default frameworks) are open in the fake.
 sub fake_watches
 {
@@ -407,6 +509,13 @@ sub state_path
 	return $s;
 }
 
+# A column (or expression) of one job's row.
+sub col
+{
+	my ($node, $name, $expr) = @_;
+	return query($node, "SELECT $expr FROM paidb.framework WHERE name = '$name'");
+}
+
 # The pid of a paidb worker ('sync', 'framework watcher', 'event watcher'), or 0.
 sub worker_pid
 {
@@ -439,6 +548,15 @@ sub log_since
 {
 	my ($node, $offset) = @_;
 	return PostgreSQL::Test::Utils::slurp_file($node->logfile, $offset // 0);
+}
+
+# How many times a paidb worker ('framework watcher'...) exited, by the server log.
+sub worker_exits
+{
+	my ($node, $worker) = @_;
+	my @exits = (log_since($node)
+		  =~ /background worker "paidb \Q$worker\E" \(PID \d+\) exited with exit code/g);
+	return scalar(@exits);
 }
 
 # The server log lines that tell of a crashed process (a signal other than
