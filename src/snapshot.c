@@ -307,6 +307,29 @@ paidb_derive_columns(Jsonb *snapshot, DerivedColumns *d)
 	}
 }
 
+/*
+ * Attempt index (-1 if none) and whether the snapshot is Completed: the two
+ * facts of a stored snapshot the write merger compares with a new one.
+ */
+void
+paidb_snapshot_progress(Jsonb *snapshot, int *attempt_index, bool *completed)
+{
+	JsonbContainer *status = jb_get_object(&snapshot->root, 1, (const char *[]) {"status"});
+	JsonbValue	v;
+	int32		id;
+
+	*attempt_index = -1;
+	*completed = false;
+	if (status == NULL)
+		return;
+	if (jb_get_path(status, &v, 2, (const char *[]) {"attemptStatus", "id"}) &&
+		value_as_int32(&v, &id))
+		*attempt_index = id;
+	*completed = jb_get_path(status, &v, 1, (const char *[]) {"state"}) &&
+		v.type == jbvString && v.val.string.len == 9 &&
+		memcmp(v.val.string.val, "Completed", 9) == 0;
+}
+
 /* Inflate gzip (or zlib) data into a StringInfo; false with *error on bad data. */
 static bool
 gunzip(const char *in, int inlen, StringInfo out, char **error)

@@ -25,6 +25,9 @@ typedef struct DerivedColumns
 	bool		completed;		/* status.state = Completed */
 } DerivedColumns;
 
+/* Attempt index (-1 if none) and whether it is Completed, without deriving every column. */
+extern void paidb_snapshot_progress(Jsonb *snapshot, int *attempt_index, bool *completed);
+
 /* Compute every derived column of a snapshot (the single place that does). */
 extern void paidb_derive_columns(Jsonb *snapshot, DerivedColumns *out);
 

@@ -294,22 +294,28 @@ insert_framework(const char *name, Jsonb *snapshot, TimestampTz submission_time,
 	return SPI_processed == 1;
 }
 
-/* Rewrite a framework row from a new snapshot and sync flags. */
+/* Rewrite a framework row from a new snapshot (and its columns, if derived) and sync flags. */
 static void
-update_framework(const char *name, Jsonb *snapshot, int64 generation, bool synced,
-				 bool deleted, bool has_rv, int64 rv, bool reset_sent, bool reset_due)
+update_framework(const char *name, Jsonb *snapshot, DerivedColumns *cols, int64 generation,
+				 bool synced, bool deleted, bool has_rv, int64 rv, bool reset_sent,
+				 bool reset_due)
 {
-	DerivedColumns d;
+	DerivedColumns own;
 	Datum		values[PAIDB_NUM_DERIVED + 9];
 	char		nulls[PAIDB_NUM_DERIVED + 9];
 	int			i,
 				n = 0;
 
-	paidb_derive_columns(snapshot, &d);
+	/* the caller may have derived them already from this very snapshot */
+	if (cols == NULL)
+	{
+		paidb_derive_columns(snapshot, &own);
+		cols = &own;
+	}
 	for (i = 0; i < PAIDB_NUM_DERIVED; i++)
 	{
-		values[n] = d.values[i];
-		nulls[n++] = d.nulls[i] ? 'n' : ' ';
+		values[n] = cols->values[i];
+		nulls[n++] = cols->nulls[i] ? 'n' : ' ';
 	}
 	values[n] = JsonbPGetDatum(snapshot);
 	nulls[n++] = ' ';
@@ -378,7 +384,7 @@ store_changed_request(const char *name, Jsonb *request, StoredFramework *row,
 	stored = paidb_request_part(&request->root, out->generation);
 	snapshot = paidb_compose_snapshot(&stored->root, &row->snapshot->root,
 									  snapshot_status(row->snapshot));
-	update_framework(name, snapshot, out->generation, false, row->api_server_deleted,
+	update_framework(name, snapshot, NULL, out->generation, false, row->api_server_deleted,
 					 row->has_rv, row->resource_version, true, true);
 	if (!row->api_server_deleted)
 		paidb_note_sync_needed();
@@ -670,7 +676,8 @@ apply_event(const char *type, Jsonb *object)
 	Jsonb	   *request;
 	Jsonb	   *snapshot;
 	DerivedColumns newcols;
-	DerivedColumns oldcols;
+	int			old_attempt;
+	bool		old_completed;
 	int64		object_generation;
 	bool		synced;
 
@@ -704,8 +711,13 @@ apply_event(const char *type, Jsonb *object)
 		rv = row.resource_version;
 	}
 
-	/* 3. the request is ours; the status is the API server's */
-	request = paidb_request_part(&row.snapshot->root, row.generation);
+	/*
+	 * 3. the request is ours; the status is the API server's.  The stored
+	 * snapshot's request part is the stored request (with its
+	 * requestGeneration), and composing takes only those members from it.
+	 */
+	request = row.snapshot;
+	paidb_snapshot_progress(row.snapshot, &old_attempt, &old_completed);
 
 	if (strcmp(type, "DELETED") == 0)
 	{
@@ -717,14 +729,14 @@ apply_event(const char *type, Jsonb *object)
 		{
 			/* deleted behind our back before it completed: create it again */
 			snapshot = paidb_compose_snapshot(&request->root, NULL, NULL);
-			update_framework(name, snapshot, row.generation, false, false, has_rv, rv, true, true);
+			update_framework(name, snapshot, NULL, row.generation, false, false, has_rv, rv, true, true);
 			paidb_note_sync_needed();
 			return "reset";
 		}
-		paidb_derive_columns(row.snapshot, &oldcols);
-		if (newcols.attempt_index > oldcols.attempt_index && oldcols.attempt_index >= 0)
+		if (newcols.attempt_index > old_attempt && old_attempt >= 0)
 			paidb_record_history_internal(row.snapshot, "retry");
-		update_framework(name, deleted, row.generation, row.request_synced, true, has_rv, rv, false, false);
+		update_framework(name, deleted, &newcols, row.generation, row.request_synced, true,
+						 has_rv, rv, false, false);
 		/* the add-on definitions hold secrets: drop them with the job */
 		{
 			Datum		arg = CStringGetTextDatum(name);
@@ -740,13 +752,12 @@ apply_event(const char *type, Jsonb *object)
 
 	/* 5. a new attempt: the previous one goes to the history first */
 	paidb_derive_columns(snapshot, &newcols);
-	paidb_derive_columns(row.snapshot, &oldcols);
-	if (newcols.attempt_index > oldcols.attempt_index && oldcols.attempt_index >= 0)
+	if (newcols.attempt_index > old_attempt && old_attempt >= 0)
 		paidb_record_history_internal(row.snapshot, "retry");
 
 	/* newly completed, or out of step again: the sync worker acts now */
-	update_framework(name, snapshot, row.generation, synced, false, has_rv, rv, false,
-					 (newcols.completed && !oldcols.completed) || (!synced && row.request_synced));
+	update_framework(name, snapshot, &newcols, row.generation, synced, false, has_rv, rv, false,
+					 (newcols.completed && !old_completed) || (!synced && row.request_synced));
 	if (!synced || newcols.completed)
 		paidb_note_sync_needed();
 	return (synced && !row.request_synced) ? "synced" : "updated";
@@ -920,7 +931,7 @@ paidb_fail_permanently_internal(const char *name, int64 generation, const char *
 			snapshot = paidb_compose_snapshot(&request->root, &row.snapshot->root,
 											  paidb_permanent_failure_status(message));
 			/* the request is what it is: nothing more to send for it */
-			update_framework(name, snapshot, row.generation, false, false,
+			update_framework(name, snapshot, NULL, row.generation, false, false,
 							 row.has_rv, row.resource_version, false, true);
 			args[0] = CStringGetTextDatum(name);
 			args[1] = CStringGetTextDatum(message ? message : "");
