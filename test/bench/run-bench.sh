@@ -32,6 +32,18 @@ pgbench_tps() {
         sed -n 's/^tps = \([0-9.]*\) .*/\1/p' | head -1
 }
 
+# RUNS alternating runs of a script and of its floor; sets A and B (medians)
+# and A_RUNS, B_RUNS.  compare SCRIPT FLOOR_SCRIPT SYNCHRONOUS_COMMIT
+compare() {
+    local a=() b=() i
+    for i in $(seq "$RUNS"); do
+        a+=("$(pgbench_tps "$1" 8 "$3")")
+        b+=("$(pgbench_tps "$2" 8 "$3")")
+    done
+    A=$(printf '%s\n' "${a[@]}" | median); A_RUNS=${a[*]}
+    B=$(printf '%s\n' "${b[@]}" | median); B_RUNS=${b[*]}
+}
+
 echo "== jsonb_merge_patch"
 if [ -x "$ROOT/test/bench/merge_patch_bench.sh" ] || [ -f "$ROOT/test/bench/merge_patch_bench.sh" ]; then
     bash "$ROOT/test/bench/merge_patch_bench.sh"
@@ -51,19 +63,13 @@ chmod 644 "$BENCH"/*.sql
 # synchronous_commit off: what paidb itself costs; on: what this machine's
 # disk allows for durable commits (the floor is bound by it just the same).
 for sc in off on; do
-    put=(); floor=()
-    for i in $(seq "$RUNS"); do
-        put+=("$(pgbench_tps "$BENCH/put.sql" 8 $sc)")
-        floor+=("$(pgbench_tps "$BENCH/floor.sql" 8 $sc)")
-    done
-    PUT=$(printf '%s\n' "${put[@]}" | median)
-    FLOOR=$(printf '%s\n' "${floor[@]}" | median)
-    echo "synchronous_commit=$sc: put_framework_request ${PUT} submissions/s (median; runs: ${put[*]})"
-    echo "synchronous_commit=$sc: floor, plain INSERT of the same jsonb into a keyed table: ${FLOOR}/s (runs: ${floor[*]})"
+    compare "$BENCH/put.sql" "$BENCH/floor.sql" $sc
+    echo "synchronous_commit=$sc: put_framework_request $A submissions/s (median; runs: $A_RUNS)"
+    echo "synchronous_commit=$sc: floor, plain INSERT of the same jsonb into a keyed table: $B/s (runs: $B_RUNS)"
     if [ "$sc" = off ]; then
-        awk -v p="$PUT" -v f="$FLOOR" 'BEGIN {printf "ratio put/floor: %.2f; target >= 5000/s: %s\n", p/f, (p >= 5000 ? "PASS" : "MISS")}'
+        awk -v p="$A" -v f="$B" 'BEGIN {printf "ratio put/floor: %.2f; target >= 5000/s: %s\n", p/f, (p >= 5000 ? "PASS" : "MISS")}'
     else
-        awk -v p="$PUT" -v f="$FLOOR" 'BEGIN {printf "ratio put/floor: %.2f (both bound by the disk'"'"'s commit rate)\n", p/f}'
+        awk -v p="$A" -v f="$B" 'BEGIN {printf "ratio put/floor: %.2f (both bound by the disk'"'"'s commit rate)\n", p/f}'
     fi
 done
 
@@ -96,16 +102,10 @@ UPDATE bench.raw_status SET doc = doc || jsonb_build_object('status', jsonb_buil
  WHERE name = 'w' || ((:client_id % 8) * 100 + :j);
 EOS
 chmod 644 "$BENCH"/*.sql
-ev=(); evf=()
-for i in $(seq "$RUNS"); do
-    ev+=("$(pgbench_tps "$BENCH/event.sql" 8)")
-    evf+=("$(pgbench_tps "$BENCH/event_floor.sql" 8)")
-done
-EV=$(printf '%s\n' "${ev[@]}" | median)
-EVF=$(printf '%s\n' "${evf[@]}" | median)
-echo "apply_watch_event: ${EV} status updates/s (median; runs: ${ev[*]})"
-echo "floor, plain UPDATE of the same row with jsonb ||: ${EVF}/s (runs: ${evf[*]})"
-awk -v p="$EV" -v f="$EVF" 'BEGIN {printf "ratio apply/floor: %.2f\n", p/f}'
+compare "$BENCH/event.sql" "$BENCH/event_floor.sql" on
+echo "apply_watch_event: $A status updates/s (median; runs: $A_RUNS)"
+echo "floor, plain UPDATE of the same row with jsonb ||: $B/s (runs: $B_RUNS)"
+awk -v p="$A" -v f="$B" 'BEGIN {printf "ratio apply/floor: %.2f\n", p/f}'
 
 echo
 echo "== the fake API server's capacity"
