@@ -2,7 +2,7 @@
 # against a running server; `bash test/run-tests.sh` runs every suite.
 
 EXTENSION = paidb
-EXTVERSION = 0.1
+EXTVERSION = 0.2
 
 MODULE_big = paidb
 # Objects are listed explicitly: a stray file in src/ must not change the build.

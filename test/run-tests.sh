@@ -2,6 +2,10 @@
 # Run every paidb test suite: pg_regress, pgTAP, the fake API server's own
 # tests (with kubectl), and the TAP integration tests.  Run as root on
 # Debian 12; installs what it needs; ends with "N passed, N failed".
+#
+# While developing: PAIDB_SUITES="regress pgtap kubefake tap" picks suites
+# (default all), PAIDB_TAP_TESTS="test/t/034_*.pl" picks TAP files, and
+# PAIDB_PG_ROOT=/some/dir installs into a private PostgreSQL (test/lib/common.sh).
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -26,6 +30,10 @@ export PGHOST=127.0.0.1 PGPORT=$PORT PGUSER=postgres
 
 PASSED=0
 FAILED=0
+SUITES=" ${PAIDB_SUITES:-regress pgtap kubefake tap} "
+TAP_TESTS=${PAIDB_TAP_TESTS:-test/t/*.pl}
+want() { [[ "$SUITES" == *" $1 "* ]]; }
+mkdir -p "$PG_TEST_PORT_DIR" && chmod 1777 "$PG_TEST_PORT_DIR"
 add() { PASSED=$((PASSED + $1)); FAILED=$((FAILED + $2)); echo "-- $3: $1 passed, $2 failed"; }
 
 # Sum a TAP::Harness summary (prove, pg_prove): tests run and failures.
@@ -40,6 +48,7 @@ harness_counts() {
     echo "$((total - failed > 0 ? total - failed : 0)) $failed"
 }
 
+if want regress; then
 echo "== pg_regress (make installcheck)"
 su postgres -c "cd '$WORK' && PGHOST=$PGHOST PGPORT=$PGPORT make -s installcheck" > "$WORK/regress.log" 2>&1
 rc=$?
@@ -49,7 +58,9 @@ total=$(grep -cE '^(not )?ok [0-9]+|^test [a-z_]+ +\.\.\.|^ *(test )?[a-z_]+ +\.
 failed=$(grep -cE '^not ok|\.\.\. FAILED|FAILED \(' "$WORK/regress.log")
 [ $rc != 0 ] && [ "$failed" = 0 ] && failed=1
 add $((total - failed)) "$failed" "pg_regress"
+fi
 
+if want pgtap; then
 echo "== pgTAP (pg_prove)"
 su postgres -c "createdb -h $PGHOST -p $PGPORT paidb_tap" >/dev/null 2>&1
 su postgres -c "cd '$WORK' && pg_prove -h $PGHOST -p $PGPORT -U postgres -d paidb_tap test/pgtap/*.sql" > "$WORK/pgtap.log" 2>&1
@@ -57,9 +68,10 @@ rc=$?
 cat "$WORK/pgtap.log"
 read -r p f < <(harness_counts "$WORK/pgtap.log" $rc)
 add "$p" "$f" "pgTAP"
+fi
 
-echo "== kube-fake (its own tests, with kubectl)"
-if [ -d "$WORK/test/kube-fake" ]; then
+want kubefake && echo "== kube-fake (its own tests, with kubectl)"
+if want kubefake && [ -d "$WORK/test/kube-fake" ]; then
     (cd "$WORK" && /usr/bin/python3 -m unittest discover -s test/kube-fake -p 'test_*.py') > "$WORK/kubefake.log" 2>&1
     rc=$?
     tail -30 "$WORK/kubefake.log"
@@ -70,10 +82,10 @@ if [ -d "$WORK/test/kube-fake" ]; then
     add $((total - failed)) "$failed" "kube-fake"
 fi
 
-echo "== TAP integration tests (prove)"
-if ls "$WORK"/test/t/*.pl >/dev/null 2>&1; then
+want tap && echo "== TAP integration tests (prove)"
+if want tap && ls "$WORK"/$TAP_TESTS >/dev/null 2>&1; then
     su postgres -c "cd '$WORK' && PATH=$PG_BIN:\$PATH PG_REGRESS=/usr/lib/postgresql/15/lib/pgxs/src/test/regress/pg_regress \
-        prove -I /usr/lib/postgresql/15/lib/pgxs/src/test/perl -I test/t/lib test/t/*.pl" > "$WORK/tap.log" 2>&1
+        PG_TEST_PORT_DIR=$PG_TEST_PORT_DIR prove -I /usr/lib/postgresql/15/lib/pgxs/src/test/perl -I test/t/lib $TAP_TESTS" > "$WORK/tap.log" 2>&1
     rc=$?
     cat "$WORK/tap.log"
     [ $rc = 0 ] || for f in "$WORK"/tmp_check/log/regress_log_*; do [ -f "$f" ] && { echo "--- $f"; tail -60 "$f"; }; done

@@ -2,7 +2,13 @@
 # the benchmarks: Debian packages, building, and throwaway PostgreSQL servers.
 # Everything here runs as root; servers run as the postgres user.
 
-PG_BIN=/usr/lib/postgresql/15/bin
+# PAIDB_PG_ROOT: install paidb into a private copy of PostgreSQL under this
+# directory (DESTDIR layout) instead of the system's, so that several
+# checkouts can build and test side by side; empty means the system's.
+PAIDB_PG_ROOT=${PAIDB_PG_ROOT:-}
+PG_BIN=$PAIDB_PG_ROOT/usr/lib/postgresql/15/bin
+# Port reservations shared by every concurrent run of PostgreSQL::Test::Cluster.
+export PG_TEST_PORT_DIR=${PG_TEST_PORT_DIR:-/tmp/paidb-portlock}
 PAIDB_DEBS="postgresql-15 postgresql-server-dev-15 postgresql-contrib libcurl4-openssl-dev \
 libjson-c-dev zlib1g-dev libyaml-dev pkg-config make gcc postgresql-15-pgtap \
 libtap-parser-sourcehandler-pgtap-perl libipc-run-perl python3 openssl curl"
@@ -33,9 +39,20 @@ paidb_install_packages() {
 # Build and install the extension from $1 (the source tree).
 paidb_build_install() {
     local src=$1
-    echo "== building and installing paidb"
+    echo "== building and installing paidb${PAIDB_PG_ROOT:+ into $PAIDB_PG_ROOT}"
+    paidb_private_pg || return 1
     make -C "$src" -s -j2 >/dev/null || { make -C "$src"; return 1; }
-    make -C "$src" -s install >/dev/null || return 1
+    make -C "$src" -s install ${PAIDB_PG_ROOT:+DESTDIR="$PAIDB_PG_ROOT"} >/dev/null || return 1
+}
+
+# With PAIDB_PG_ROOT set: a private copy of the system's PostgreSQL 15 there
+# (its binaries find share/ and lib/ relative to themselves).
+paidb_private_pg() {
+    [ -n "$PAIDB_PG_ROOT" ] || return 0
+    [ -x "$PG_BIN/postgres" ] && return 0
+    mkdir -p "$PAIDB_PG_ROOT/usr/lib/postgresql" "$PAIDB_PG_ROOT/usr/share/postgresql" || return 1
+    cp -a /usr/lib/postgresql/15 "$PAIDB_PG_ROOT/usr/lib/postgresql/" &&
+        cp -a /usr/share/postgresql/15 "$PAIDB_PG_ROOT/usr/share/postgresql/"
 }
 
 # A free TCP port on 127.0.0.1.

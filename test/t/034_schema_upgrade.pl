@@ -1,0 +1,116 @@
+# Version 0.1 is released: a database created with 0.1 and updated with
+# ALTER EXTENSION paidb UPDATE must end up with exactly the schema of a fresh
+# CREATE EXTENSION paidb, and keep its data.  Compares pg_dump --schema-only
+# of the two databases, and the rows written before the update.
+use strict;
+use warnings;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+my $node = PostgreSQL::Test::Cluster->new('schema_upgrade');
+$node->init;
+$node->start;
+
+$node->safe_psql('postgres', 'CREATE DATABASE fresh');
+$node->safe_psql('postgres', 'CREATE DATABASE upgraded');
+$node->safe_psql('fresh', 'CREATE EXTENSION paidb');
+$node->safe_psql('upgraded', "CREATE EXTENSION paidb VERSION '0.1'");
+
+# Data written by 0.1: jobs in several states, a retried attempt, a tag.
+my $data_sql = q{
+SELECT paidb.put_framework_request(pg_catalog.jsonb_build_object(
+    'apiVersion', 'frameworkcontroller.microsoft.com/v1', 'kind', 'Framework',
+    'metadata', pg_catalog.jsonb_build_object('name', 'upjob' || i),
+    'spec', '{"executionType": "Start"}'::jsonb), '2020-08-01 00:00:00+00'::timestamptz + i * interval '1 minute')
+  FROM pg_catalog.generate_series(1, 20) i;
+SELECT paidb.apply_watch_event('MODIFIED', pg_catalog.jsonb_build_object(
+  'apiVersion', 'frameworkcontroller.microsoft.com/v1', 'kind', 'Framework',
+  'metadata', pg_catalog.jsonb_build_object('name', 'upjob1', 'resourceVersion', (6 + a)::text,
+                                            'annotations', '{"requestGeneration": "1"}'::jsonb),
+  'spec', '{"executionType": "Start"}'::jsonb,
+  'status', pg_catalog.jsonb_build_object('state', 'AttemptRunning',
+     'attemptStatus', pg_catalog.jsonb_build_object('id', a, 'completionStatus', null, 'taskRoleStatuses', '[]'::jsonb),
+     'retryPolicyStatus', pg_catalog.jsonb_build_object('totalRetriedCount', a, 'accountableRetriedCount', a, 'retryDelaySec', 0))))
+  FROM pg_catalog.generate_series(0, 1) a;
+SELECT paidb.stop_framework('upjob2');
+INSERT INTO paidb.tag (framework_name, name) VALUES ('upjob3', 'important');
+};
+$node->safe_psql('upgraded', $data_sql);
+my $data_query = q{SELECT pg_catalog.md5(pg_catalog.string_agg(f::text, ',' ORDER BY name)) FROM
+  (SELECT name, state, sub_state, request_generation, request_synced, submission_time, retries, snapshot
+     FROM paidb.framework) f};
+my $history_query = q{SELECT pg_catalog.string_agg(uid || ' ' || framework_name || ' ' || attempt_index, ',' ORDER BY uid)
+  FROM paidb.framework_history};
+my $tag_query = q{SELECT pg_catalog.string_agg(framework_name || ' ' || name, ',') FROM paidb.tag};
+my @before = map { $node->safe_psql('upgraded', $_) } $data_query, $history_query, $tag_query;
+is($node->safe_psql('upgraded', 'SELECT count(*) FROM paidb.framework'), '20', '0.1 holds the jobs');
+isnt($before[1], '', '0.1 holds the retried attempt');
+
+$node->safe_psql('upgraded', 'ALTER EXTENSION paidb UPDATE');
+is($node->safe_psql('upgraded', "SELECT extversion FROM pg_extension WHERE extname = 'paidb'"),
+	$node->safe_psql('fresh', "SELECT extversion FROM pg_extension WHERE extname = 'paidb'"),
+	'the updated database is at the default version');
+isnt($node->safe_psql('fresh', "SELECT extversion FROM pg_extension WHERE extname = 'paidb'"), '0.1',
+	'the default version is not 0.1');
+
+# The schemas, dumped the same way, are equal line for line.
+sub schema_dump
+{
+	my ($db) = @_;
+	my ($stdout, $stderr);
+	# --binary-upgrade is the one mode in which pg_dump prints an
+	# extension's member objects (each followed by ALTER EXTENSION ... ADD)
+	IPC::Run::run([ 'pg_dump', '--schema-only', '--binary-upgrade', '-d', $node->connstr($db) ],
+		'>', \$stdout, '2>', \$stderr)
+	  or die "pg_dump $db failed: $stderr";
+	# comments, object ids, the database's own name and psql's \restrict keys
+	# (random per dump) differ by nature
+	return join("\n", grep { !/^--/ && !/binary_upgrade_set_next|binary_upgrade_set_record_init_privs/
+		  && !/relfrozenxid|^WHERE oid = |^UPDATE pg_catalog\.pg_class$/
+		  && !/^\\(un)?restrict / && !/DATABASE|^\\connect/ && $_ ne '' } split /\n/, $stdout);
+}
+my ($fresh, $upgraded) = (schema_dump('fresh'), schema_dump('upgraded'));
+ok(length($fresh) > 1000, 'the fresh schema dump is not empty');
+# On a difference, show only the lines that differ.
+my @f = split /\n/, $fresh;
+my @u = split /\n/, $upgraded;
+my %in_fresh = map { $_ => 1 } @f;
+my %in_upgraded = map { $_ => 1 } @u;
+my @only_fresh = grep { !$in_upgraded{$_} } @f;
+my @only_upgraded = grep { !$in_fresh{$_} } @u;
+ok($upgraded eq $fresh, 'upgraded schema equals a fresh install')
+  or diag("only in the fresh install:\n  " . join("\n  ", @only_fresh)
+	  . "\nonly in the upgraded database:\n  " . join("\n  ", @only_upgraded)
+	  . (@only_fresh || @only_upgraded ? '' : "\n(the same lines in another order)"));
+
+# Catalog facts pg_dump does not print for extension members: ACLs, column
+# grants, function settings (SECURITY DEFINER search_path).
+my $catalog = q{
+SELECT pg_catalog.string_agg(x, E'\n' ORDER BY x) FROM (
+  SELECT 'rel ' || c.relname || ' ' || c.relkind::text || ' ' || coalesce(c.relacl::text, '') AS x
+    FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+   WHERE n.nspname LIKE 'paidb%'
+  UNION ALL
+  SELECT 'col ' || c.relname || '.' || a.attname || ' ' || coalesce(a.attacl::text, '')
+    FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_class c ON c.oid = a.attrelid
+    JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+   WHERE n.nspname LIKE 'paidb%' AND a.attnum > 0 AND NOT a.attisdropped
+  UNION ALL
+  SELECT 'fn ' || p.oid::regprocedure::text || ' ' || coalesce(p.proacl::text, '') || ' '
+         || p.prosecdef::text || ' ' || coalesce(p.proconfig::text, '')
+    FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
+   WHERE n.nspname LIKE 'paidb%') s};
+is($node->safe_psql('upgraded', $catalog), $node->safe_psql('fresh', $catalog),
+	'privileges and function settings are the same too');
+
+# The data written by 0.1 is all there.
+my @after = map { $node->safe_psql('upgraded', $_) } $data_query, $history_query, $tag_query;
+is_deeply(\@after, \@before, 'the jobs, their history and tags are kept by the update');
+
+# And 0.2 works on the upgraded data.
+is($node->safe_psql('upgraded', q{SELECT request_generation || ' ' || changed FROM paidb.stop_framework('upjob3')}),
+	'2 true', 'an upgraded job can be stopped');
+
+$node->stop;
+done_testing();
