@@ -3,8 +3,8 @@
 # tests (with kubectl), and the TAP integration tests.  Run as root on
 # Debian 12; installs what it needs; ends with "N passed, N failed".
 #
-# While developing: PAIDB_SUITES="regress pgtap kubefake tap" picks suites
-# (default all), PAIDB_TAP_TESTS="test/t/034_*.pl" picks TAP files, and
+# While developing: PAIDB_SUITES="regress pgtap kubefake tap ..." picks
+# suites (default all: these four and every test/suites/NN_NAME.sh), PAIDB_TAP_TESTS="test/t/034_*.pl" picks TAP files, and
 # PAIDB_PG_ROOT=/some/dir installs into a private PostgreSQL (test/lib/common.sh).
 set -uo pipefail
 
@@ -30,9 +30,9 @@ export PGHOST=127.0.0.1 PGPORT=$PORT PGUSER=postgres
 
 PASSED=0
 FAILED=0
-SUITES=" ${PAIDB_SUITES:-regress pgtap kubefake tap} "
+SUITES=" ${PAIDB_SUITES:-all} "
 TAP_TESTS=${PAIDB_TAP_TESTS:-test/t/*.pl}
-want() { [[ "$SUITES" == *" $1 "* ]]; }
+want() { [[ "$SUITES" == *" all "* || "$SUITES" == *" $1 "* ]]; }
 mkdir -p "$PG_TEST_PORT_DIR" && chmod 1777 "$PG_TEST_PORT_DIR"
 add() { PASSED=$((PASSED + $1)); FAILED=$((FAILED + $2)); echo "-- $3: $1 passed, $2 failed"; }
 
@@ -92,6 +92,17 @@ if want tap && ls "$WORK"/$TAP_TESTS >/dev/null 2>&1; then
     read -r p f < <(harness_counts "$WORK/tap.log" $rc)
     add "$p" "$f" "TAP"
 fi
+
+# More suites, one file each: test/suites/NN_NAME.sh runs suite NAME with
+# $WORK (a postgres-owned copy of the tree), the server above at
+# $PGHOST:$PGPORT, and add PASSED FAILED LABEL to count.
+for suite in "$ROOT"/test/suites/[0-9][0-9]_*.sh; do
+    [ -f "$suite" ] || continue
+    name=$(basename "$suite" .sh); name=${name#[0-9][0-9]_}
+    want "$name" || continue
+    echo "== $name"
+    . "$suite"
+done
 
 echo
 echo "$PASSED passed, $FAILED failed"
