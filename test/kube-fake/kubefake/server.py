@@ -648,6 +648,8 @@ class Server:
             if rule is not None:
                 if rule.get('action') == 'drop':
                     raise _Closed()
+                if rule.get('action') == 'body':
+                    return self._raw_answer(req, rule)
                 if rule.get('inStream') and req.verb == 'watch':
                     return self._watch_error(req, fault_error(rule))
                 return self._status_response(fault_error(rule), req)
@@ -1051,6 +1053,24 @@ class Server:
         req.status = 'clean'
         return None
 
+    def _raw_answer(self, req, rule):
+        """action=body: answer with the rule's body as it is (malformed
+        lists, odd events); a watch gets it as one chunk of a 200 stream,
+        which then ends."""
+        raw = (rule.get('body') or '').encode()
+        if req.verb == 'watch':
+            conn = req.conn
+            req.status = 'streaming'
+            self._start_stream(conn)
+            if raw:
+                conn.send(b'%x\r\n%s\r\n' % (len(raw), raw))
+            conn.send(b'0\r\n\r\n')
+            req.status = 'clean'
+            return None
+        code = int(rule.get('status') or 200)
+        self.counters.response(req, code)
+        return code, raw, 'application/json', None
+
     def _start_stream(self, conn, req=None):
         conn.send(b'HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n'
                   b'Cache-Control: no-cache, private\r\n'
@@ -1322,7 +1342,10 @@ class Server:
                 self.faults.clear()
                 return {'cleared': True}
             if post:
-                rule = {'status': int(p.get('status', 500)),
+                action = p.get('action', 'error')
+                rule = {'status': int(p.get('status',
+                                            200 if action == 'body' else 500)),
+                        'body': p.get('body'),
                         'count': int(p.get('count', 1)),
                         'verb': p.get('verb') or None,
                         'path': p.get('path') or None,
@@ -1337,9 +1360,9 @@ class Server:
                 if rule['phase'] not in ('before', 'after'):
                     raise ApiError(400, 'BadRequest', 'phase must be before '
                                    'or after')
-                if rule['action'] not in ('error', 'drop'):
-                    raise ApiError(400, 'BadRequest', 'action must be error '
-                                   'or drop')
+                if rule['action'] not in ('error', 'drop', 'body'):
+                    raise ApiError(400, 'BadRequest', 'action must be error, '
+                                   'drop or body')
                 if rule['retryAfter'] in ('', None):
                     rule['retryAfter'] = None
                 return {'id': self.faults.add(rule)}
