@@ -42,7 +42,7 @@ PG_CFLAGS = -Wall -Wextra -Wno-unused-parameter
 
 # pg_regress suites (sql/NAME.sql, expected/NAME.out); they need no preload.
 REGRESS = init merge_patch history framework_state snapshot write_merger bad_input \
-	openpai_views
+	openpai_views openpai_task_history
 REGRESS_OPTS = --inputdir=$(srcdir) --dbname=paidb_regression
 
 # TAP tests (PostgreSQL::Test::Cluster + the fake API server) run with
