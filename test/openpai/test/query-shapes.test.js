@@ -12,7 +12,7 @@ const assert = require('node:assert/strict');
 const path = require('path');
 const { spawnSync } = require('child_process');
 const { connect } = require('../lib/connect');
-const { defineModels } = require('../lib/models');
+const { defineModels, RELATIONS } = require('../lib/models');
 const { freshDatabase, loginRole, dropDatabase, admin } = require('../lib/testdb');
 const { buildJob, md5, KINDS } = require('../lib/openpai-data');
 const q = require('../lib/rest-queries');
@@ -128,6 +128,21 @@ for (const version of ['5', '6']) {
       assert.equal(Number(byRel.frameworks.skipped), long);
       const [n] = await pai.query('SELECT count(*)::int AS n FROM frameworks', { type: 'SELECT' });
       assert.equal(n.n, JOBS - long);
+    });
+
+    it('each view has the columns of OpenPAI\'s table: names, order and types', async () => {
+      const cols = async (schema, rel) => (await pai.query(
+        `SELECT a.attname AS name, format_type(a.atttypid, NULL) AS type
+           FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid JOIN pg_namespace n ON n.oid = c.relnamespace
+          WHERE n.nspname = $1 AND c.relname = $2 AND a.attnum > 0 AND NOT a.attisdropped
+          ORDER BY a.attnum`, { bind: [schema, rel], type: 'SELECT' }));
+      // OpenPAI's VARCHAR(n) columns are text in the views.
+      const base = (c) => ({ name: c.name, type: c.type === 'character varying' ? 'text' : c.type });
+      for (const rel of Object.values(RELATIONS)) {
+        const want = (await cols('openpai_src', rel)).map(base);
+        const got = (await cols('openpai', rel)).map(base);
+        assert.deepEqual(got, want, rel);
+      }
     });
 
     it('the views are what search_path = openpai finds, not paidb\'s tables', async () => {

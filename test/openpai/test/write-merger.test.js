@@ -198,6 +198,20 @@ for (const version of ['5', '6']) {
       }
     });
 
+    it('two PUTs of the same new job at once: both 200, created once', async () => {
+      const body = putBody(8);
+      const name = body.frameworkRequest.metadata.name;
+      const other = connect(version, { database: db, user: role });
+      try {
+        const res = await Promise.all([wm.putFrameworkRequest(name, body), createWriteMerger(other).putFrameworkRequest(name, body)]);
+        assert.deepEqual(res.map((r) => r.status), [200, 200]);
+        assert.deepEqual(res.map((r) => r.data.created).sort(), [false, true]);
+        assert.equal(Number((await row(name)).request_generation), 1);
+      } finally {
+        await other.close();
+      }
+    });
+
     it('inside a caller transaction: rolled back with it', async () => {
       const before = await count();
       const body = putBody(7);
