@@ -12,6 +12,7 @@ OBJS = \
 	src/merge_patch.o \
 	src/history.o \
 	src/task_history.o \
+	src/openpai_import.o \
 	src/job_state.o \
 	src/job_config.o \
 	src/snapshot.o \
@@ -42,7 +43,7 @@ PG_CFLAGS = -Wall -Wextra -Wno-unused-parameter
 
 # pg_regress suites (sql/NAME.sql, expected/NAME.out); they need no preload.
 REGRESS = init merge_patch history framework_state snapshot write_merger bad_input \
-	openpai_views openpai_task_history
+	openpai_views openpai_task_history openpai_import
 REGRESS_OPTS = --inputdir=$(srcdir) --dbname=paidb_regression
 
 # TAP tests (PostgreSQL::Test::Cluster + the fake API server) run with

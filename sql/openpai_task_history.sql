@@ -1,6 +1,10 @@
 -- Task attempt history written by the framework watcher (SPEC §9): when a
 -- task's attempt index advances, its earlier attempt is recorded once.
-CREATE EXTENSION IF NOT EXISTS paidb;
+SET client_min_messages = warning;
+DROP EXTENSION IF EXISTS paidb_openpai;
+DROP EXTENSION IF EXISTS paidb CASCADE;
+CREATE EXTENSION paidb;
+RESET client_min_messages;
 SET paidb.retain_mode = on;
 SELECT name FROM paidb.put_framework_request(
   '{"metadata": {"name": "thjob"}, "spec": {"executionType": "Start",

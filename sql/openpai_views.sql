@@ -1,5 +1,9 @@
 -- paidb_openpai (SPEC §9): OpenPAI's relations over paidb, and their writes.
-CREATE EXTENSION IF NOT EXISTS paidb;
+SET client_min_messages = warning;
+DROP EXTENSION IF EXISTS paidb_openpai;
+DROP EXTENSION IF EXISTS paidb CASCADE;
+CREATE EXTENSION paidb;
+RESET client_min_messages;
 CREATE EXTENSION paidb_openpai;
 SELECT extversion, extrelocatable, n.nspname
   FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace
@@ -9,7 +13,7 @@ SELECT extversion, extrelocatable, n.nspname
 -- JSON as text, integers int4, times timestamptz.
 SELECT table_name, string_agg(column_name || ' ' || data_type, ', ' ORDER BY ordinal_position)
   FROM information_schema.columns
- WHERE table_schema = 'openpai'
+ WHERE table_schema = 'openpai' AND table_name IN (SELECT viewname FROM pg_views WHERE schemaname = 'openpai')
  GROUP BY table_name ORDER BY table_name;
 
 -- A job with add-ons (secrets), a tag, history and events.

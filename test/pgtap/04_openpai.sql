@@ -5,12 +5,12 @@ CREATE EXTENSION IF NOT EXISTS pgtap;
 DROP EXTENSION IF EXISTS paidb CASCADE;
 CREATE EXTENSION paidb;
 CREATE EXTENSION paidb_openpai;
-SELECT plan(64);
+SELECT plan(68);
 
 SELECT has_schema('openpai');
 SELECT views_are('openpai', ARRAY['frameworks', 'framework_history', 'task_history', 'pods',
     'framework_events', 'pod_events', 'tags']);
-SELECT tables_are('openpai', ARRAY[]::name[], 'openpai holds no tables of its own');
+SELECT tables_are('openpai', ARRAY['import_rejects'], 'openpai holds no tables but the import''s rejects');
 SELECT col_type_is('openpai', 'frameworks', c, t, format('frameworks.%s is %s', c, t))
   FROM (VALUES ('snapshot', 'text'), ('submissionTime', 'timestamp with time zone'),
                ('retries', 'integer'), ('notifiedAtRetried', 'integer'),
@@ -24,7 +24,9 @@ SELECT ok((SELECT bool_and(c.reloptions @> ARRAY['security_invoker=true'])
 -- Every function that writes is SECURITY DEFINER with a fixed search_path.
 SELECT ok((SELECT bool_and(p.prosecdef AND p.proconfig @> ARRAY['search_path=pg_catalog, paidb'])
              FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
-            WHERE n.nspname = 'openpai' AND p.proname <> 'refuse_write'),
+            WHERE n.nspname = 'openpai'
+              AND ((p.prorettype = 'trigger'::regtype AND p.proname <> 'refuse_write')
+                   OR p.proname = 'import_database')),
           'openpai''s writing functions are SECURITY DEFINER with search_path pg_catalog, paidb');
 
 CREATE ROLE paidb_test_writer IN ROLE paidb_writer;
@@ -120,6 +122,15 @@ SELECT is((SELECT count(*)::int FROM paidb.framework_history), 1, 'the history r
 SELECT is((SELECT count(*)::int FROM paidb.task_history), 1, 'the task history row is in paidb');
 SELECT is((SELECT count(*)::int FROM paidb.pod), 1, 'the pod row is in paidb');
 SELECT is((SELECT state FROM paidb.framework WHERE name = 'tapjob'), 'WAITING', 'the job is unchanged');
+
+-- The import is for the database owner only.
+SELECT ok(NOT has_function_privilege(r, 'openpai.import_database(name)', 'EXECUTE'),
+          r || ' cannot run the import')
+  FROM unnest(ARRAY['paidb_writer', 'paidb_reader', 'paidb_test_nobody']) r;
+SELECT ok(has_table_privilege('paidb_writer', 'openpai.import_rejects', 'SELECT')
+          AND NOT has_table_privilege('paidb_writer', 'openpai.import_rejects', 'INSERT')
+          AND NOT has_table_privilege('paidb_reader', 'openpai.import_rejects', 'SELECT'),
+          'the writer reads the import''s rejects, nobody writes them');
 
 -- Even the owner gets a clear refusal for writes OpenPAI never made.
 SELECT throws_ok($$DELETE FROM openpai.frameworks$$, '0A000', NULL, 'no delete of jobs through the view');
