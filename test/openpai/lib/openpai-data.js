@@ -47,6 +47,7 @@ function jobParams(i) {
   const user = `user${i % 37}`;
   const jobName = `${['mnist', 'bert', 'resnet', 'cifar'][i % 4]}_${i}`;
   const long = i === 6; // a completed job, deleted from the API server
+  const oldColumns = i % 9 === 4 && !/^(running|waiting|stopping)/.test(kind);
   const name = long ? LONG_NAME : md5(`${user}~${jobName}`);
   return {
     i,
@@ -57,9 +58,11 @@ function jobParams(i) {
     name,
     vc: ['default', 'vc-a', 'vc-b'][i % 3],
     priority: [null, 'prod', 'test', null, 'oppo'][i % 5],
-    notify: i % 3 === 0 ? { running: true, failed: true, stopped: true } : i % 3 === 1 ? { succeeded: true, retried: true } : null,
+    // A finished job stored before the notification columns existed: they
+    // are NULL, and its config (written then) asks for no notification.
+    oldColumns,
+    notify: oldColumns ? null : i % 3 === 0 ? { running: true, failed: true, stopped: true } : i % 3 === 1 ? { succeeded: true, retried: true } : null,
     legacy: i % 7 === 0, // no requestGeneration annotation
-    oldColumns: i % 9 === 4, // stored before the notification columns existed
     generation: 1 + (i % 13 === 0 ? 1 : 0),
     roles: i % 2 === 0
       ? [{ name: 'worker', n: 1 + (i % 4), gpu: 1 }]
@@ -632,7 +635,7 @@ function buildJob(i) {
   }
 
   const row = frameworkRow(p, snap, extra);
-  if (p.oldColumns && row.state !== 'WAITING' && row.state !== 'RUNNING') {
+  if (p.oldColumns) {
     for (const k of Object.keys(row)) if (/^notifi(cation|ed)At/.test(k)) row[k] = null;
   }
   rows.frameworks.push(row);
