@@ -194,6 +194,12 @@ async function deleteTag(models, frameworkName, tag) {
   return models.Tag.destroy({ where: { frameworkName, name: tag } });
 }
 
+// token.js: a job-specific token is valid while its job is not Completed.
+async function jobTokenValid(models, name) {
+  const f = await models.Framework.findOne({ attributes: ['subState'], where: { name } });
+  return !!f && f.subState !== 'Completed';
+}
+
 const NOTIFY_ATTRIBUTES = [
   'name', 'jobName', 'userName', 'state', 'retries',
   'notificationAtRunning', 'notifiedAtRunning', 'notificationAtSucceeded', 'notifiedAtSucceeded',
@@ -226,6 +232,6 @@ async function markNotified(framework, infos) {
 }
 
 module.exports = {
-  listJobs, getJob, getConfig, listAttempts, taskAttempts, getEvents, addTag, deleteTag,
+  listJobs, getJob, getConfig, jobTokenValid, listAttempts, taskAttempts, getEvents, addTag, deleteTag,
   notificationsDue, markNotified, LIST_ATTRIBUTES,
 };

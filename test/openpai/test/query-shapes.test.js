@@ -185,6 +185,18 @@ for (const version of ['5', '6']) {
       }
     });
 
+    it('ping (authenticate) and job-specific token checks', async () => {
+      await pai.authenticate();
+      let valid = 0;
+      for (const j of jobs) {
+        if (j.params.name.length > 63) continue;
+        const want = await q.jobTokenValid(O, j.params.name);
+        assert.equal(await q.jobTokenValid(P, j.params.name), want, j.params.name);
+        valid += want;
+      }
+      assert.ok(valid > 0 && valid < jobs.length);
+    });
+
     it('attempts from framework_history, in order, and a job at an earlier attempt', async () => {
       const retried = jobs.filter((j) => j.rows.framework_history.length > 0);
       assert.ok(retried.length > 0, 'the fixture has retried jobs');
