@@ -16,12 +16,14 @@
 
 const crypto = require('crypto');
 
+// Lower-case hex md5, as OpenPAI computed names and uids.
 const md5 = (s) => crypto.createHash('md5').update(s).digest('hex');
 // A UUID-shaped string derived from `s` (Kubernetes uids are 36 characters).
 const uuid = (s) => {
   const h = md5(s);
   return `${h.slice(0, 8)}-${h.slice(8, 12)}-4${h.slice(13, 16)}-a${h.slice(17, 20)}-${h.slice(20, 32)}`;
 };
+// An RFC 3339 time in whole seconds, as Kubernetes writes it.
 const iso = (ms) => new Date(ms).toISOString().replace(/\.\d{3}Z$/, 'Z');
 
 const BASE = Date.UTC(2020, 0, 1);

@@ -61,6 +61,7 @@ const LIST_ATTRIBUTES = [
   'appExitCode', 'subState', 'state',
 ];
 
+// Milliseconds since the epoch, or null, as the rest-server converts times.
 const time = (d) => new Date(d).getTime() || null;
 
 // The job summary the rest-server returns for one listed framework (tags sorted).
