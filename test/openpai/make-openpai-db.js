@@ -12,7 +12,7 @@
 // --api-out    write the jobs still in the API server as a JSON List of
 //              Framework objects (for a fake API server)
 // Rows are loaded in bulk (json_populate_recordset over batches of a few
-// MB in one transaction): 100,000 jobs take well under a minute or two.
+// MB in one transaction): 100,000 jobs take about 40 s as a superuser.
 
 const fs = require('fs');
 const { connect, pgModule } = require('./lib/connect');
@@ -96,6 +96,11 @@ async function fill(version, schema, jobs, apiObjects) {
   };
   try {
     await client.query('BEGIN');
+    // A superuser loads without firing the foreign-key triggers (three times
+    // faster); the references are checked once, in bulk, at the end.
+    const su = await client.query('SELECT rolsuper FROM pg_roles WHERE rolname = current_user');
+    const fast = su.rows[0].rolsuper;
+    if (fast) await client.query('SET LOCAL session_replication_role = replica');
     for (let i = 0; i < jobs; i++) {
       const job = buildJob(i);
       if (job.apiObject && apiObjects) apiObjects.push(job.apiObject);
@@ -112,6 +117,14 @@ async function fill(version, schema, jobs, apiObjects) {
       }
     }
     for (const t of TABLES) await flush(t);
+    if (fast) {
+      await client.query('SET LOCAL session_replication_role = origin');
+      for (const t of TABLES.slice(1)) {
+        const r = await client.query(`SELECT count(*)::int AS n FROM "${schema}"."${t}" c
+          WHERE NOT EXISTS (SELECT FROM "${schema}"."frameworks" f WHERE f.name = c."frameworkName")`);
+        if (r.rows[0].n !== 0) throw new Error(`${r.rows[0].n} rows of ${t} reference no framework`);
+      }
+    }
     await client.query('COMMIT');
   } catch (e) {
     await client.query('ROLLBACK').catch(() => {});
