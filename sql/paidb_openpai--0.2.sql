@@ -483,8 +483,6 @@ DECLARE
     n_skipped bigint;
     n_taken bigint;
     r record;
-    -- shorthand for an optional source column
-    sc text;
 BEGIN
     IF source_schema IS NULL THEN
         RAISE EXCEPTION 'source_schema must not be NULL' USING ERRCODE = 'null_value_not_allowed';
@@ -517,7 +515,6 @@ BEGIN
     END LOOP;
 
     -- frameworks: one pass; paidb's code makes the snapshot and derives the columns
-    sc := NULL;
     sql := pg_catalog.format($q$
 WITH s AS (
     SELECT s.name::text AS name, %1$s AS submission_time, s.snapshot::text AS source_snapshot,
@@ -618,6 +615,10 @@ $q$,
         openpai.source_column(source_schema, 'frameworks', 'tokenSecretDef', 'pg_catalog.text'),
         source_schema, source_schema);
     EXECUTE sql INTO n_imported, n_skipped, n_taken;
+    IF n_taken > n_imported THEN
+        RAISE NOTICE '% jobs of %.frameworks were in paidb already and were left as they are',
+            n_taken - n_imported, source_schema;
+    END IF;
     relation := 'frameworks'; imported := n_imported; skipped := n_skipped;
     RETURN NEXT;
 
