@@ -45,6 +45,7 @@
 
 #include "guc.h"
 #include "k8s_client.h"
+#include "worker_common.h"
 
 #define K8S_SA_DIR			"/var/run/secrets/kubernetes.io/serviceaccount"
 #define K8S_MAX_TOKEN_BYTES (64 * 1024)
@@ -1550,6 +1551,24 @@ k8s_request_free(K8sRequest *req)
 		MemoryContextDelete(req->mcxt);
 }
 
+/* What k8s_perform_request waits for */
+typedef struct PerformWait
+{
+	K8sRequest *req;
+	bool		others;			/* other requests finished meanwhile */
+} PerformWait;
+
+/* Whether the blocking request is done (paidb_wait_keeping_latch callback) */
+static bool
+perform_done(void *arg, int wait_rc)
+{
+	PerformWait *w = (PerformWait *) arg;
+
+	if (wait_rc & K8S_WAIT_RESULTS)
+		w->others = true;
+	return w->req->state == K8S_REQ_DONE;
+}
+
 /*
  * Submit req and wait until it finishes, on the same wait loop; on ERROR the
  * request is cancelled and freed.  A latch wake-up is set again on return.
@@ -1558,40 +1577,24 @@ void
 k8s_perform_request(K8sRequest *req, uint32 wait_event_info)
 {
 	K8sClient  *client = req->client;
-	volatile bool latch_seen = false;
-	volatile bool others = false;
+	PerformWait w = {req, false};
 
 	req->blocking = true;
 	PG_TRY();
 	{
 		k8s_request_submit(req);
-		while (req->state != K8S_REQ_DONE)
-		{
-			int			rc = k8s_client_wait(client, -1, wait_event_info);
-
-			if (rc & WL_LATCH_SET)
-			{
-				ResetLatch(MyLatch);
-				latch_seen = true;
-			}
-			if (rc & K8S_WAIT_RESULTS)
-				others = true;
-		}
+		(void) paidb_wait_keeping_latch(client, -1, wait_event_info, perform_done, &w);
 	}
 	PG_CATCH();
 	{
 		k8s_request_free(req);
-		if (latch_seen)
-			SetLatch(MyLatch);
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
 
 	/* let the caller's own loop see what happened meanwhile */
-	if (others && (!dlist_is_empty(&client->done) || client->nrunning > 0))
+	if (w.others && (!dlist_is_empty(&client->done) || client->nrunning > 0))
 		client->new_results++;
-	if (latch_seen)
-		SetLatch(MyLatch);
 }
 
 /* Blocking request: build, submit and wait; the caller frees the result */

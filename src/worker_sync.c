@@ -37,9 +37,8 @@
 #include "spi_plan.h"
 #include "worker_common.h"
 #include "worker_shmem.h"
+#include "worker_sync.h"
 #include "write_merger.h"
-
-void		paidb_sync_main(void);
 
 #define NUM_ADDONS 5
 #define ADDON_PRIORITY_CLASS 2	/* index of priorityClassDef below */
@@ -682,6 +681,63 @@ claim_work(void)
 	return next_due;
 }
 
+/* Write one outcome to the database (run in a subtransaction). */
+static void
+record_outcome(void *arg)
+{
+	Outcome    *o = (Outcome *) arg;
+	Oid			types[4] = {TEXTOID, INT8OID, INT4OID, TEXTOID};
+	Datum		args[4];
+
+	args[0] = CStringGetTextDatum(o->name);
+	args[1] = Int64GetDatum(o->generation);
+	args[2] = Int32GetDatum((int32) o->delay_ms);
+	args[3] = CStringGetTextDatum(o->message ? o->message : "");
+
+	switch (o->kind)
+	{
+		case OUTCOME_SUCCESS:
+			SPI_execute_with_args("UPDATE paidb.framework SET sync_failures = 0 "
+								  "WHERE name = $1 AND request_generation = $2",
+								  2, types, args, NULL, false, 0);
+			break;
+		case OUTCOME_RETRY:
+			/* a changed request (new generation) is due now anyway */
+			SPI_execute_with_args("UPDATE paidb.framework SET sent_generation = NULL, "
+								  "sync_failures = sync_failures + 1, "
+								  "next_sync_at = pg_catalog.now() + $3 * interval '1 millisecond' "
+								  "WHERE name = $1 AND request_generation = $2",
+								  3, types, args, NULL, false, 0);
+			break;
+		case OUTCOME_PERMANENT:
+			paidb_fail_permanently_internal(o->name, o->generation, o->message);
+			break;
+		case OUTCOME_GONE:
+			/* the poller's 404: mock a DELETED event of the stored snapshot */
+			if (SPI_execute_with_args("SELECT snapshot FROM paidb.framework WHERE name = $1",
+									  1, types, args, NULL, true, 1) == SPI_OK_SELECT &&
+				SPI_processed == 1)
+			{
+				bool		isnull;
+				Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+
+				if (!isnull)
+					paidb_apply_watch_event_internal("DELETED", DatumGetJsonbPCopy(d));
+			}
+			break;
+		case OUTCOME_ORPHAN_DONE:
+			SPI_execute_with_args("DELETE FROM paidb.orphan WHERE name = $1",
+								  1, types, args, NULL, false, 0);
+			break;
+		case OUTCOME_ORPHAN_RETRY:
+			SPI_execute_with_args("UPDATE paidb.orphan SET failures = failures + 1, "
+								  "next_attempt_at = pg_catalog.now() + $3 * interval '1 millisecond' "
+								  "WHERE name = $1",
+								  3, types, args, NULL, false, 0);
+			break;
+	}
+}
+
 /*
  * Write the outcomes of finished jobs, each in a subtransaction.  Returns
  * whether a retry was scheduled (the caller must then look again for the
@@ -691,8 +747,7 @@ static bool
 record_outcomes(void)
 {
 	ListCell   *lc;
-	Oid			types[4] = {TEXTOID, INT8OID, INT4OID, TEXTOID};
-	volatile bool retry_scheduled = false;
+	bool		retry_scheduled = false;
 
 	if (outcomes == NIL)
 		return false;
@@ -700,103 +755,37 @@ record_outcomes(void)
 	foreach(lc, outcomes)
 	{
 		Outcome    *o = lfirst(lc);
-		MemoryContext oldcxt = CurrentMemoryContext;
-		ResourceOwner oldowner = CurrentResourceOwner;
-		Datum		args[4];
+		ErrorData  *edata;
 
 		if (o->kind == OUTCOME_SUCCESS && o->failures == 0)
 			continue;
 		if (o->kind == OUTCOME_RETRY || o->kind == OUTCOME_ORPHAN_RETRY)
 			retry_scheduled = true;
-		args[0] = CStringGetTextDatum(o->name);
-		args[1] = Int64GetDatum(o->generation);
-		args[2] = Int32GetDatum((int32) o->delay_ms);
-		args[3] = CStringGetTextDatum(o->message ? o->message : "");
-
-		BeginInternalSubTransaction(NULL);
-		MemoryContextSwitchTo(oldcxt);
-		PG_TRY();
+		edata = paidb_run_in_subxact(record_outcome, o, loop_cxt);
+		if (edata != NULL)
 		{
-			switch (o->kind)
-			{
-				case OUTCOME_SUCCESS:
-					SPI_execute_with_args("UPDATE paidb.framework SET sync_failures = 0 "
-										  "WHERE name = $1 AND request_generation = $2",
-										  2, types, args, NULL, false, 0);
-					break;
-				case OUTCOME_RETRY:
-					/* a changed request (new generation) is due now anyway */
-					SPI_execute_with_args("UPDATE paidb.framework SET sent_generation = NULL, "
-										  "sync_failures = sync_failures + 1, "
-										  "next_sync_at = pg_catalog.now() + $3 * interval '1 millisecond' "
-										  "WHERE name = $1 AND request_generation = $2",
-										  3, types, args, NULL, false, 0);
-					break;
-				case OUTCOME_PERMANENT:
-					paidb_fail_permanently_internal(o->name, o->generation, o->message);
-					break;
-				case OUTCOME_GONE:
-					{
-						/* the poller's 404: mock a DELETED event of the stored snapshot */
-						if (SPI_execute_with_args("SELECT snapshot FROM paidb.framework WHERE name = $1",
-												  1, types, args, NULL, true, 1) == SPI_OK_SELECT &&
-							SPI_processed == 1)
-						{
-							bool		isnull;
-							Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
-
-							if (!isnull)
-								paidb_apply_watch_event_internal("DELETED", DatumGetJsonbPCopy(d));
-						}
-						break;
-					}
-				case OUTCOME_ORPHAN_DONE:
-					SPI_execute_with_args("DELETE FROM paidb.orphan WHERE name = $1",
-										  1, types, args, NULL, false, 0);
-					break;
-				case OUTCOME_ORPHAN_RETRY:
-					SPI_execute_with_args("UPDATE paidb.orphan SET failures = failures + 1, "
-										  "next_attempt_at = pg_catalog.now() + $3 * interval '1 millisecond' "
-										  "WHERE name = $1",
-										  3, types, args, NULL, false, 0);
-					break;
-			}
-			ReleaseCurrentSubTransaction();
-			MemoryContextSwitchTo(oldcxt);
-			CurrentResourceOwner = oldowner;
-		}
-		PG_CATCH();
-		{
-			ErrorData  *edata;
-
-			MemoryContextSwitchTo(oldcxt);
-			edata = CopyErrorData();
-			FlushErrorState();
-			RollbackAndReleaseCurrentSubTransaction();
-			MemoryContextSwitchTo(oldcxt);
-			CurrentResourceOwner = oldowner;
 			ereport(WARNING,
 					(errmsg("paidb sync could not record the outcome for framework \"%s\": %s",
 							o->name, edata->message)));
 			paidb_worker_report(PAIDB_WORKER_SYNC, NULL, NULL, 0, 0, 1, edata->message);
 			FreeErrorData(edata);
 		}
-		PG_END_TRY();
 	}
 	paidb_worker_commit();
 	outcomes = NIL;
 	return retry_scheduled;
 }
 
-/* The sync worker's main loop. */
+/* The sync worker's entry point and main loop. */
 void
-paidb_sync_main(void)
+paidb_sync_main(Datum main_arg)
 {
 	HASHCTL		ctl;
 	bool		want_claim = true;
 	TimestampTz next_due = 0;
 	TimestampTz last_claim = 0;
 
+	paidb_worker_startup(PAIDB_WORKER_SYNC);
 	memset(&ctl, 0, sizeof(ctl));
 	ctl.keysize = NAMEDATALEN;
 	ctl.entrysize = sizeof(SyncJob);

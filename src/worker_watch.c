@@ -1319,16 +1319,18 @@ reflector_main(const WatcherDef *def)
 	}
 }
 
-/* The framework watcher's main loop. */
+/* The framework watcher's entry point. */
 void
-paidb_framework_watcher_main(void)
+paidb_framework_watcher_main(Datum main_arg)
 {
+	paidb_worker_startup(PAIDB_WORKER_FRAMEWORK_WATCHER);
 	reflector_main(&framework_watcher);
 }
 
-/* The event watcher's main loop. */
+/* The event watcher's entry point. */
 void
-paidb_event_watcher_main(void)
+paidb_event_watcher_main(Datum main_arg)
 {
+	paidb_worker_startup(PAIDB_WORKER_EVENT_WATCHER);
 	reflector_main(&event_watcher);
 }
