@@ -24,6 +24,7 @@ OBJS = \
 	src/worker_watch.o \
 	src/k8s_client.o \
 	src/k8s_watch.o \
+	src/k8s_objects.o \
 	src/k8s_testing.o
 
 DATA = $(wildcard sql/$(EXTENSION)--*.sql)

@@ -24,6 +24,7 @@
 #include "guc.h"
 #include "history.h"
 #include "jsonb_util.h"
+#include "k8s_objects.h"
 #include "merge_patch.h"
 #include "snapshot.h"
 #include "spi_plan.h"
@@ -36,12 +37,7 @@ PG_FUNCTION_INFO_V1(paidb_stop_framework);
 PG_FUNCTION_INFO_V1(paidb_apply_watch_event);
 PG_FUNCTION_INFO_V1(paidb_import_frameworks);
 
-/* The add-on keys of put_framework_request and their columns. */
-#define NUM_ADDONS 5
-static const char *const addon_keys[NUM_ADDONS] = {
-	"configSecretDef", "userExtensionSecretDef", "priorityClassDef",
-	"dockerSecretDef", "tokenSecretDef"
-};
+#define NUM_ADDONS PAIDB_NUM_ADDONS
 
 /* What the row lock returned about a stored framework. */
 typedef struct StoredFramework
@@ -158,21 +154,6 @@ prepare_plans(void)
 	pfree(sql.data);
 }
 
-/* Whether a name matches ^[a-z0-9]{1,63}$, the frameworkcontroller CRD pattern. */
-static bool
-valid_framework_name(const char *name)
-{
-	int			len = strlen(name);
-	int			i;
-
-	if (len < 1 || len > 63)
-		return false;
-	for (i = 0; i < len; i++)
-		if (!((name[i] >= 'a' && name[i] <= 'z') || (name[i] >= '0' && name[i] <= '9')))
-			return false;
-	return true;
-}
-
 /* Refuse a request that is not a well-formed framework request. */
 static char *
 validate_request(Jsonb *request)
@@ -216,11 +197,12 @@ validate_request(Jsonb *request)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("metadata.name of a framework request must be a string")));
 	name = pnstrdup(v.val.string.val, v.val.string.len);
-	if (!valid_framework_name(name))
+	if (!paidb_valid_framework_name(name))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("invalid framework name \"%s\"", name),
-				 errdetail("Framework names must match ^[a-z0-9]{1,63}$: 1 to 63 lower-case letters or digits."),
+				 errdetail("Framework names must match %s: 1 to %d lower-case letters or digits.",
+						   PAIDB_FRAMEWORK_NAME_RULE, PAIDB_FRAMEWORK_NAME_MAX),
 				 errhint("The API server refuses other names, so paidb does too.")));
 	return name;
 }
@@ -390,6 +372,72 @@ store_changed_request(const char *name, Jsonb *request, StoredFramework *row,
 		paidb_note_sync_needed();
 }
 
+/* A string member of an add-on definition, or NULL; ERROR if it is not a string. */
+static char *
+addon_string(const PaidbAddonSlot *slot, Jsonb *def, int npath, const char *const *path)
+{
+	JsonbValue	v;
+
+	if (!jb_get_path(&def->root, &v, npath, path) || v.type == jbvNull)
+		return NULL;
+	if (v.type != jbvString)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s%s%s of add-on %s must be a string", path[0],
+						npath > 1 ? "." : "", npath > 1 ? path[1] : "", slot->key)));
+	return pnstrdup(v.val.string.val, v.val.string.len);
+}
+
+/*
+ * Check one add-on definition against its slot (SPEC §8): its kind and
+ * apiVersion (absent means the slot's), a DNS-1123 subdomain name, and for
+ * a namespaced slot no namespace but paidb.k8s_namespace.
+ */
+static void
+check_addon(const PaidbAddonSlot *slot, Jsonb *def)
+{
+	char	   *kind = addon_string(slot, def, 1, (const char *[]) {"kind"});
+	char	   *api_version = addon_string(slot, def, 1, (const char *[]) {"apiVersion"});
+	char	   *name = addon_string(slot, def, 2, (const char *[]) {"metadata", "name"});
+	char	   *ns = addon_string(slot, def, 2, (const char *[]) {"metadata", "namespace"});
+	JsonbValue	v;
+
+	if ((kind && strcmp(kind, slot->kind) != 0) ||
+		(api_version && strcmp(api_version, slot->api_version) != 0))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("add-on %s must be a %s %s", slot->key, slot->api_version, slot->kind),
+				 errdetail("It is a %s %s.", api_version ? api_version : "(no apiVersion)",
+						   kind ? kind : "(no kind)")));
+	if (jb_get_path(&def->root, &v, 1, (const char *[]) {"metadata"}) &&
+		!(v.type == jbvBinary && JsonContainerIsObject(v.val.binary.data)))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("metadata of add-on %s must be a JSON object", slot->key)));
+	if (name == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("add-on %s has no metadata.name", slot->key),
+				 errhint("paidb creates the add-on under that name; generateName is not supported.")));
+	if (!k8s_valid_dns_subdomain(name))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid name \"%s\" for add-on %s", name, slot->key),
+				 errdetail("A %s name must be a DNS-1123 subdomain: at most 253 lower-case letters, digits, '-' and '.', "
+						   "each dot-separated part starting and ending with a letter or digit.", slot->kind)));
+	if (ns != NULL && !slot->namespaced)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("add-on %s must not have a namespace", slot->key),
+				 errdetail("A %s is cluster-scoped.", slot->kind)));
+	if (ns != NULL && strcmp(ns, paidb_k8s_namespace) != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("add-on %s is in namespace \"%s\", not in paidb.k8s_namespace \"%s\"",
+						slot->key, ns, paidb_k8s_namespace),
+				 errhint("Leave metadata.namespace out: paidb creates add-ons in its own namespace.")));
+}
+
 /* Validate the add_ons argument and pick out the five definitions. */
 static void
 read_addons(Jsonb *add_ons, Jsonb **defs)
@@ -418,7 +466,7 @@ read_addons(Jsonb *add_ons, Jsonb **defs)
 			continue;
 		key = pnstrdup(v.val.string.val, v.val.string.len);
 		for (i = 0; i < NUM_ADDONS; i++)
-			if (strcmp(key, addon_keys[i]) == 0)
+			if (strcmp(key, paidb_addon_slots[i].key) == 0)
 				break;
 		if (i == NUM_ADDONS)
 			ereport(ERROR,
@@ -435,6 +483,7 @@ read_addons(Jsonb *add_ons, Jsonb **defs)
 					 errmsg("add-on definition \"%s\" must be a JSON object", key),
 					 errdetail("An add-on definition is the Kubernetes object to create, e.g. a Secret.")));
 		defs[i] = JsonbValueToJsonb(&val);
+		check_addon(&paidb_addon_slots[i], defs[i]);
 	}
 }
 
@@ -691,6 +740,15 @@ apply_event(const char *type, Jsonb *object)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("a watched framework has no metadata.name")));
+	/* no stored framework has such a name: never queue it as an orphan */
+	if (!paidb_valid_framework_name(name))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid framework name \"%.*s%s\" in a watched framework",
+						PAIDB_FRAMEWORK_NAME_SIZE, name,
+						strlen(name) > PAIDB_FRAMEWORK_NAME_SIZE ? "..." : ""),
+				 errdetail("Framework names must match %s; paidb neither stores nor deletes other frameworks.",
+						   PAIDB_FRAMEWORK_NAME_RULE)));
 
 	prepare_plans();
 	lock_framework(name, &row);
@@ -807,7 +865,7 @@ import_one(Jsonb *object)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("every framework to import must be a JSON object")));
 	name = jb_get_cstring(&object->root, 2, (const char *[]) {"metadata", "name"});
-	if (name == NULL || !valid_framework_name(name))
+	if (name == NULL || !paidb_valid_framework_name(name))
 	{
 		/* a real API server cannot hold such a framework; skip, don't fail */
 		ereport(WARNING,
