@@ -3,6 +3,9 @@
  */
 #include "postgres.h"
 
+#include "utils/jsonb.h"
+
+#include "jsonb_util.h"
 #include "k8s_objects.h"
 
 const PaidbAddonSlot paidb_addon_slots[PAIDB_NUM_ADDONS] = {
@@ -77,4 +80,61 @@ k8s_valid_dns_subdomain(const char *s)
 			return true;
 		p = dot + 1;
 	}
+}
+
+/* A string member of def, or NULL; *bad is set when it is there but no string. */
+static char *
+def_string(JsonbContainer *def, int npath, const char *const *path, bool *bad)
+{
+	JsonbValue	v;
+
+	if (!jb_get_path(def, &v, npath, path) || v.type == jbvNull)
+		return NULL;
+	if (v.type != jbvString)
+	{
+		*bad = true;
+		return NULL;
+	}
+	return pnstrdup(v.val.string.val, v.val.string.len);
+}
+
+/* What is wrong with an add-on definition for its slot, or NULL. */
+char *
+paidb_addon_problem(const PaidbAddonSlot *slot, JsonbContainer *def, const char *namespace)
+{
+	bool		bad = false;
+	char	   *kind;
+	char	   *api_version;
+	char	   *name;
+	char	   *ns;
+	JsonbValue	v;
+
+	if (!JsonContainerIsObject(def) || JsonContainerIsScalar(def))
+		return psprintf("It is not a JSON object.");
+	if (jb_get_path(def, &v, 1, (const char *[]) {"metadata"}) &&
+		!(v.type == jbvBinary && JsonContainerIsObject(v.val.binary.data)))
+		return psprintf("Its metadata is not a JSON object.");
+	kind = def_string(def, 1, (const char *[]) {"kind"}, &bad);
+	api_version = def_string(def, 1, (const char *[]) {"apiVersion"}, &bad);
+	name = def_string(def, 2, (const char *[]) {"metadata", "name"}, &bad);
+	ns = def_string(def, 2, (const char *[]) {"metadata", "namespace"}, &bad);
+	if (bad)
+		return psprintf("Its kind, apiVersion, metadata.name and metadata.namespace must be strings.");
+	if ((kind && strcmp(kind, slot->kind) != 0) ||
+		(api_version && strcmp(api_version, slot->api_version) != 0))
+		return psprintf("It must be apiVersion %s, kind %s; it has apiVersion %s, kind %s.",
+						slot->api_version, slot->kind,
+						api_version ? api_version : "(none)", kind ? kind : "(none)");
+	if (name == NULL)
+		return psprintf("It has no metadata.name (generateName is not supported).");
+	if (!k8s_valid_dns_subdomain(name))
+		return psprintf("Its name \"%.*s%s\" is not a DNS-1123 subdomain: at most 253 lower-case letters, "
+						"digits, '-' and '.', each dot-separated part starting and ending with a letter or digit.",
+						63, name, strlen(name) > 63 ? "..." : "");
+	if (ns != NULL && !slot->namespaced)
+		return psprintf("A %s is cluster-scoped: it has no namespace.", slot->kind);
+	if (ns != NULL && strcmp(ns, namespace) != 0)
+		return psprintf("Its namespace \"%.*s\" is not paidb's namespace \"%s\"; leave metadata.namespace out.",
+						253, ns, namespace);
+	return NULL;
 }

@@ -40,4 +40,15 @@ typedef struct PaidbAddonSlot
 
 extern const PaidbAddonSlot paidb_addon_slots[PAIDB_NUM_ADDONS];
 
+/*
+ * What is wrong with an add-on definition for its slot (SPEC §8), or NULL:
+ * a kind or apiVersion that is not the slot's (absent means the slot's), a
+ * metadata.name that is not a DNS-1123 subdomain, a namespace on a
+ * cluster-scoped kind, or a namespace other than `namespace`.  The message
+ * is palloc'd, a full sentence.
+ */
+struct JsonbContainer;
+extern char *paidb_addon_problem(const PaidbAddonSlot *slot,
+								 struct JsonbContainer *def, const char *namespace);
+
 #endif							/* PAIDB_K8S_OBJECTS_H */

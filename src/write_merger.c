@@ -372,70 +372,19 @@ store_changed_request(const char *name, Jsonb *request, StoredFramework *row,
 		paidb_note_sync_needed();
 }
 
-/* A string member of an add-on definition, or NULL; ERROR if it is not a string. */
-static char *
-addon_string(const PaidbAddonSlot *slot, Jsonb *def, int npath, const char *const *path)
-{
-	JsonbValue	v;
-
-	if (!jb_get_path(&def->root, &v, npath, path) || v.type == jbvNull)
-		return NULL;
-	if (v.type != jbvString)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("%s%s%s of add-on %s must be a string", path[0],
-						npath > 1 ? "." : "", npath > 1 ? path[1] : "", slot->key)));
-	return pnstrdup(v.val.string.val, v.val.string.len);
-}
-
-/*
- * Check one add-on definition against its slot (SPEC §8): its kind and
- * apiVersion (absent means the slot's), a DNS-1123 subdomain name, and for
- * a namespaced slot no namespace but paidb.k8s_namespace.
- */
+/* Refuse an add-on definition its slot does not allow (SPEC §8). */
 static void
 check_addon(const PaidbAddonSlot *slot, Jsonb *def)
 {
-	char	   *kind = addon_string(slot, def, 1, (const char *[]) {"kind"});
-	char	   *api_version = addon_string(slot, def, 1, (const char *[]) {"apiVersion"});
-	char	   *name = addon_string(slot, def, 2, (const char *[]) {"metadata", "name"});
-	char	   *ns = addon_string(slot, def, 2, (const char *[]) {"metadata", "namespace"});
-	JsonbValue	v;
+	char	   *problem = paidb_addon_problem(slot, &def->root, paidb_k8s_namespace);
 
-	if ((kind && strcmp(kind, slot->kind) != 0) ||
-		(api_version && strcmp(api_version, slot->api_version) != 0))
+	if (problem != NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("add-on %s must be a %s %s", slot->key, slot->api_version, slot->kind),
-				 errdetail("It is a %s %s.", api_version ? api_version : "(no apiVersion)",
-						   kind ? kind : "(no kind)")));
-	if (jb_get_path(&def->root, &v, 1, (const char *[]) {"metadata"}) &&
-		!(v.type == jbvBinary && JsonContainerIsObject(v.val.binary.data)))
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("metadata of add-on %s must be a JSON object", slot->key)));
-	if (name == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("add-on %s has no metadata.name", slot->key),
-				 errhint("paidb creates the add-on under that name; generateName is not supported.")));
-	if (!k8s_valid_dns_subdomain(name))
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("invalid name \"%s\" for add-on %s", name, slot->key),
-				 errdetail("A %s name must be a DNS-1123 subdomain: at most 253 lower-case letters, digits, '-' and '.', "
-						   "each dot-separated part starting and ending with a letter or digit.", slot->kind)));
-	if (ns != NULL && !slot->namespaced)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("add-on %s must not have a namespace", slot->key),
-				 errdetail("A %s is cluster-scoped.", slot->kind)));
-	if (ns != NULL && strcmp(ns, paidb_k8s_namespace) != 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("add-on %s is in namespace \"%s\", not in paidb.k8s_namespace \"%s\"",
-						slot->key, ns, paidb_k8s_namespace),
-				 errhint("Leave metadata.namespace out: paidb creates add-ons in its own namespace.")));
+				 errmsg("invalid add-on %s", slot->key),
+				 errdetail_internal("%s", problem),
+				 errhint("%s takes a %s %s named by a DNS-1123 subdomain, in paidb.k8s_namespace \"%s\" if namespaced.",
+						 slot->key, slot->api_version, slot->kind, paidb_k8s_namespace)));
 }
 
 /* Validate the add_ons argument and pick out the five definitions. */
