@@ -25,6 +25,7 @@ OBJS = \
 	src/k8s_client.o \
 	src/k8s_watch.o \
 	src/k8s_objects.o \
+	src/install_check.o \
 	src/k8s_testing.o
 
 DATA = $(wildcard sql/$(EXTENSION)--*.sql)

@@ -101,7 +101,16 @@ paidb_worker_startup(PaidbWorkerKind kind)
 	paidb_worker_attach(kind);
 	on_shmem_exit(worker_exit, Int32GetDatum(kind));
 
-	BackgroundWorkerInitializeConnection(paidb_database, NULL, 0);
+	BackgroundWorkerInitializeConnection(paidb_database,
+										 paidb_worker_role && paidb_worker_role[0] ? paidb_worker_role : NULL,
+										 0);
+	/*
+	 * Every statement of the workers resolves names in pg_catalog, then
+	 * paidb, whatever the role's or database's search_path: no object a
+	 * user can create changes what they execute (SPEC §8).  PGC_S_OVERRIDE
+	 * outranks ALTER ROLE/DATABASE SET and a reloaded configuration file.
+	 */
+	SetConfigOption("search_path", "pg_catalog, paidb", PGC_SUSET, PGC_S_OVERRIDE);
 	paidb_worker_set_database(kind, MyDatabaseId);
 	pgstat_report_appname(psprintf("paidb %s", paidb_worker_names[kind]));
 

@@ -35,6 +35,9 @@ SELECT paidb.apply_watch_event('MODIFIED', pg_catalog.jsonb_build_object(
   FROM pg_catalog.generate_series(0, 1) a;
 SELECT paidb.stop_framework('upjob2');
 INSERT INTO paidb.tag (framework_name, name) VALUES ('upjob3', 'important');
+-- orphans as 0.1 queued them, hostile names too (SPEC §8: 0.2 drops those)
+INSERT INTO paidb.orphan (name, uid) VALUES ('uporphan1', 'u1'), ('.', 'u2'), ('..', 'u3'),
+  (pg_catalog.repeat('a', 10000), 'u4');
 };
 $node->safe_psql('upgraded', $data_sql);
 my $data_query = q{SELECT pg_catalog.md5(pg_catalog.string_agg(f::text, ',' ORDER BY name)) FROM
@@ -107,6 +110,10 @@ is($node->safe_psql('upgraded', $catalog), $node->safe_psql('fresh', $catalog),
 # The data written by 0.1 is all there.
 my @after = map { $node->safe_psql('upgraded', $_) } $data_query, $history_query, $tag_query;
 is_deeply(\@after, \@before, 'the jobs, their history and tags are kept by the update');
+
+# Orphans: the one a framework could be is kept, the hostile names are gone.
+is($node->safe_psql('upgraded', 'SELECT string_agg(name, \',\' ORDER BY name) FROM paidb.orphan'),
+	'uporphan1', 'the update drops queued orphans whose names no framework can have');
 
 # And 0.2 works on the upgraded data.
 is($node->safe_psql('upgraded', q{SELECT request_generation || ' ' || changed FROM paidb.stop_framework('upjob3')}),
