@@ -26,6 +26,8 @@ OBJS = \
 	src/worker_watch.o \
 	src/k8s_client.o \
 	src/k8s_watch.o \
+	src/k8s_objects.o \
+	src/install_check.o \
 	src/k8s_testing.o
 
 # Install scripts are listed explicitly (sql/ also holds the regression tests).
@@ -42,7 +44,7 @@ SHLIB_LINK = $(shell pkg-config --libs json-c libcurl zlib yaml-0.1)
 PG_CFLAGS = -Wall -Wextra -Wno-unused-parameter
 
 # pg_regress suites (sql/NAME.sql, expected/NAME.out); they need no preload.
-REGRESS = init merge_patch history framework_state snapshot write_merger bad_input \
+REGRESS = init merge_patch history framework_state snapshot write_merger bad_input addons \
 	openpai_views openpai_task_history openpai_import
 REGRESS_OPTS = --inputdir=$(srcdir) --dbname=paidb_regression
 

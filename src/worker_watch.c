@@ -247,14 +247,14 @@ prepare_plans(void)
 									 "INSERT INTO paidb.framework_event AS fe (uid, framework_name, pod_uid, "
 									 "taskrole_name, task_name, task_index, type, reason, message, "
 									 "first_timestamp, last_timestamp, count, source_component, source_host, event) "
-									 "SELECT $2, $3, e->'involvedObject'->>'uid', $4, $5, $6, "
-									 "COALESCE(NULLIF(e->>'type', ''), 'Normal'), e->>'reason', e->>'message', "
-									 "COALESCE(NULLIF(e->>'firstTimestamp', ''), NULLIF(e->>'eventTime', ''))::pg_catalog.timestamptz, "
-									 "COALESCE(NULLIF(e->>'lastTimestamp', ''), NULLIF(e->'series'->>'lastObservedTime', ''), "
-									 "NULLIF(e->>'eventTime', ''))::pg_catalog.timestamptz, "
-									 "COALESCE(e->>'count', e->'series'->>'count')::pg_catalog.int4, "
-									 "COALESCE(NULLIF(e->'source'->>'component', ''), NULLIF(e->>'reportingComponent', '')), "
-									 "COALESCE(NULLIF(e->'source'->>'host', ''), NULLIF(e->>'reportingInstance', '')), "
+									 "SELECT $2, $3, pg_catalog.jsonb_extract_path_text(e, 'involvedObject', 'uid'), $4, $5, $6, "
+									 "COALESCE(NULLIF(pg_catalog.jsonb_extract_path_text(e, 'type'), ''), 'Normal'), pg_catalog.jsonb_extract_path_text(e, 'reason'), pg_catalog.jsonb_extract_path_text(e, 'message'), "
+									 "COALESCE(NULLIF(pg_catalog.jsonb_extract_path_text(e, 'firstTimestamp'), ''), NULLIF(pg_catalog.jsonb_extract_path_text(e, 'eventTime'), ''))::pg_catalog.timestamptz, "
+									 "COALESCE(NULLIF(pg_catalog.jsonb_extract_path_text(e, 'lastTimestamp'), ''), NULLIF(pg_catalog.jsonb_extract_path_text(e, 'series', 'lastObservedTime'), ''), "
+									 "NULLIF(pg_catalog.jsonb_extract_path_text(e, 'eventTime'), ''))::pg_catalog.timestamptz, "
+									 "COALESCE(pg_catalog.jsonb_extract_path_text(e, 'count'), pg_catalog.jsonb_extract_path_text(e, 'series', 'count'))::pg_catalog.int4, "
+									 "COALESCE(NULLIF(pg_catalog.jsonb_extract_path_text(e, 'source', 'component'), ''), NULLIF(pg_catalog.jsonb_extract_path_text(e, 'reportingComponent'), '')), "
+									 "COALESCE(NULLIF(pg_catalog.jsonb_extract_path_text(e, 'source', 'host'), ''), NULLIF(pg_catalog.jsonb_extract_path_text(e, 'reportingInstance'), '')), "
 									 "e FROM (SELECT $1 AS e) AS s "
 									 "ON CONFLICT (uid) DO UPDATE SET framework_name = EXCLUDED.framework_name, "
 									 "pod_uid = EXCLUDED.pod_uid, taskrole_name = EXCLUDED.taskrole_name, "
@@ -264,12 +264,12 @@ prepare_plans(void)
 									 "count = EXCLUDED.count, source_component = EXCLUDED.source_component, "
 									 "source_host = EXCLUDED.source_host, event = EXCLUDED.event, "
 									 "updated_at = pg_catalog.now() "
-									 "WHERE fe.event->'metadata'->>'resourceVersion' IS DISTINCT FROM "
-									 "EXCLUDED.event->'metadata'->>'resourceVersion' "
-									 "AND NOT (fe.event->'metadata'->>'resourceVersion' OPERATOR(pg_catalog.~) '^[0-9]{1,18}$' "
-									 "AND EXCLUDED.event->'metadata'->>'resourceVersion' OPERATOR(pg_catalog.~) '^[0-9]{1,18}$' "
-									 "AND (EXCLUDED.event->'metadata'->>'resourceVersion')::pg_catalog.int8 "
-									 "< (fe.event->'metadata'->>'resourceVersion')::pg_catalog.int8)",
+									 "WHERE pg_catalog.jsonb_extract_path_text(fe.event, 'metadata', 'resourceVersion') IS DISTINCT FROM "
+									 "pg_catalog.jsonb_extract_path_text(EXCLUDED.event, 'metadata', 'resourceVersion') "
+									 "AND NOT (pg_catalog.jsonb_extract_path_text(fe.event, 'metadata', 'resourceVersion') OPERATOR(pg_catalog.~) '^[0-9]{1,18}$' "
+									 "AND pg_catalog.jsonb_extract_path_text(EXCLUDED.event, 'metadata', 'resourceVersion') OPERATOR(pg_catalog.~) '^[0-9]{1,18}$' "
+									 "AND (pg_catalog.jsonb_extract_path_text(EXCLUDED.event, 'metadata', 'resourceVersion'))::pg_catalog.int8 "
+									 "< (pg_catalog.jsonb_extract_path_text(fe.event, 'metadata', 'resourceVersion'))::pg_catalog.int8)",
 									 6, types);
 }
 
@@ -493,6 +493,49 @@ apply_error_callback(void *arg)
 	errcontext("%s event of \"%s\"", item->type, item->name ? item->name : "(no name)");
 }
 
+/* What apply_run goes through, and how far it got */
+typedef struct ApplyRun
+{
+	Reflector  *r;
+	WatchItem  *items;
+	int			n;
+	ApplyFn		fn;
+	int			i;				/* the item being applied */
+	int			done;
+	int			skipped;
+} ApplyRun;
+
+/* Apply the run's items one after the other (inside a subtransaction). */
+static void
+apply_run(void *arg)
+{
+	ApplyRun   *run = (ApplyRun *) arg;
+	MemoryContext oldcxt = CurrentMemoryContext;
+
+	for (run->i = 0; run->i < run->n; run->i++)
+	{
+		WatchItem  *item = &run->items[run->i];
+		ErrorContextCallback errcb;
+		ApplyOutcome outcome;
+
+		CHECK_FOR_INTERRUPTS();
+		paidb_exit_if_postmaster_died();
+		errcb.callback = apply_error_callback;
+		errcb.arg = item;
+		errcb.previous = error_context_stack;
+		error_context_stack = &errcb;
+		MemoryContextSwitchTo(run->r->item_cxt);
+		outcome = run->fn(run->r, item);
+		MemoryContextSwitchTo(oldcxt);
+		error_context_stack = errcb.previous;
+		MemoryContextReset(run->r->item_cxt);
+		if (outcome == APPLY_DONE)
+			run->done++;
+		else
+			run->skipped++;
+	}
+}
+
 /*
  * Apply items[0..n) inside one subtransaction.  On error the subtransaction
  * is rolled back and false returned (with a WARNING when `warn`); counters
@@ -501,78 +544,37 @@ apply_error_callback(void *arg)
 static bool
 apply_protected(Reflector *r, WatchItem *items, int n, ApplyFn fn, bool warn)
 {
-	MemoryContext oldcxt = CurrentMemoryContext;
-	ResourceOwner oldowner = CurrentResourceOwner;
-	volatile int done = 0;
-	volatile int skipped = 0;
-	volatile int i = 0;
+	ApplyRun	run = {r, items, n, fn, 0, 0, 0};
+	ErrorData  *edata;
+	WatchItem  *bad;
 
-	BeginInternalSubTransaction(NULL);
-	MemoryContextSwitchTo(oldcxt);
-	PG_TRY();
+	edata = paidb_run_in_subxact(apply_run, &run, r->batch_cxt);
+	MemoryContextReset(r->item_cxt);
+	if (edata == NULL)
 	{
-		for (i = 0; i < n; i++)
-		{
-			ApplyOutcome outcome;
-			ErrorContextCallback errcb;
-
-			CHECK_FOR_INTERRUPTS();
-			paidb_exit_if_postmaster_died();
-			errcb.callback = apply_error_callback;
-			errcb.arg = &items[i];
-			errcb.previous = error_context_stack;
-			error_context_stack = &errcb;
-			MemoryContextSwitchTo(r->item_cxt);
-			outcome = fn(r, &items[i]);
-			MemoryContextSwitchTo(oldcxt);
-			error_context_stack = errcb.previous;
-			MemoryContextReset(r->item_cxt);
-			if (outcome == APPLY_DONE)
-				done++;
-			else
-				skipped++;
-		}
-		ReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(oldcxt);
-		CurrentResourceOwner = oldowner;
+		r->applied += run.done;
+		r->skipped += run.skipped;
+		return true;
 	}
-	PG_CATCH();
+	bad = &items[Min(run.i, n - 1)];
+	if (error_is_systemic(edata))
+		ReThrowError(edata);
+	if (warn)
 	{
-		ErrorData  *edata;
-		WatchItem  *bad = &items[Min(i, n - 1)];
-
-		MemoryContextSwitchTo(r->batch_cxt);
-		edata = CopyErrorData();
-		FlushErrorState();
-		RollbackAndReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(oldcxt);
-		CurrentResourceOwner = oldowner;
-		MemoryContextReset(r->item_cxt);
-
-		if (error_is_systemic(edata))
-			ReThrowError(edata);
-		if (warn)
-		{
-			ereport(WARNING,
-					(errcode(edata->sqlerrcode),
-					 errmsg("paidb %s skipped the %s event of \"%s\": %s",
-							paidb_worker_names[r->def->kind], bad->type,
-							bad->name ? bad->name : "(no name)", edata->message),
-					 edata->detail ? errdetail_internal("%s", edata->detail) : 0,
-					 errhint("The event is not applied; the next event about the same object will be.")));
-			snprintf(r->last_error, sizeof(r->last_error), "skipped the %s event of \"%s\": %s",
-					 bad->type, bad->name ? bad->name : "(no name)", edata->message);
-			r->has_error = true;
-			r->errors++;
-		}
-		FreeErrorData(edata);
-		return false;
+		ereport(WARNING,
+				(errcode(edata->sqlerrcode),
+				 errmsg("paidb %s skipped the %s event of \"%s\": %s",
+						paidb_worker_names[r->def->kind], bad->type,
+						bad->name ? bad->name : "(no name)", edata->message),
+				 edata->detail ? errdetail_internal("%s", edata->detail) : 0,
+				 errhint("The event is not applied; the next event about the same object will be.")));
+		snprintf(r->last_error, sizeof(r->last_error), "skipped the %s event of \"%s\": %s",
+				 bad->type, bad->name ? bad->name : "(no name)", edata->message);
+		r->has_error = true;
+		r->errors++;
 	}
-	PG_END_TRY();
-
-	r->applied += done;
-	r->skipped += skipped;
-	return true;
+	FreeErrorData(edata);
+	return false;
 }
 
 /* Order of items: by name (bytewise), then as received. */
@@ -1468,16 +1470,18 @@ reflector_main(const WatcherDef *def)
 	}
 }
 
-/* The framework watcher's main loop. */
+/* The framework watcher's entry point. */
 void
-paidb_framework_watcher_main(void)
+paidb_framework_watcher_main(Datum main_arg)
 {
+	paidb_worker_startup(PAIDB_WORKER_FRAMEWORK_WATCHER);
 	reflector_main(&framework_watcher);
 }
 
-/* The event watcher's main loop. */
+/* The event watcher's entry point. */
 void
-paidb_event_watcher_main(void)
+paidb_event_watcher_main(Datum main_arg)
 {
+	paidb_worker_startup(PAIDB_WORKER_EVENT_WATCHER);
 	reflector_main(&event_watcher);
 }
