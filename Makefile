@@ -23,8 +23,7 @@ OBJS = \
 	src/worker_sync.o \
 	src/worker_watch.o \
 	src/k8s_client.o \
-	src/k8s_watch.o \
-	src/k8s_testing.o
+	src/k8s_watch.o
 
 DATA = $(wildcard sql/$(EXTENSION)--*.sql)
 PGFILEDESC = "paidb - OpenPAI jobs in PostgreSQL, synchronised with Kubernetes"

@@ -429,6 +429,7 @@ k8s_watch_start(K8sClient *client, const char *collection_path,
 	return w;
 }
 
+#ifdef PAIDB_TEST_HOOKS
 /* Name of an event type ("ADDED", ...) */
 const char *
 k8s_watch_event_type_name(K8sWatchEventType type)
@@ -437,6 +438,7 @@ k8s_watch_event_type_name(K8sWatchEventType type)
 		return "UNKNOWN";
 	return k8s_event_type_names[type];
 }
+#endif
 
 /* Map a type string to its enum value */
 static K8sWatchEventType
@@ -586,6 +588,7 @@ k8s_watch_free(K8sWatch *watch)
 		k8s_request_free(watch->req);
 }
 
+#ifdef PAIDB_TEST_HOOKS
 /* Free an event returned by k8s_watch_next_event */
 void
 k8s_watch_event_free(K8sWatchEvent *event)
@@ -606,6 +609,7 @@ k8s_watch_event_free(K8sWatchEvent *event)
 		pfree(event->error_message);
 	pfree(event);
 }
+#endif
 
 /* ---------------------------------------------------------------------
  * paged list
@@ -907,6 +911,7 @@ k8s_list_next_item(K8sList *list)
 	return item;
 }
 
+#ifdef PAIDB_TEST_HOOKS
 /* Next item, waiting for it (interrupts honoured); NULL when the page is over */
 K8sListItem *
 k8s_list_next_item_wait(K8sList *list, uint32 wait_event_info)
@@ -943,6 +948,7 @@ k8s_list_next_item_wait(K8sList *list, uint32 wait_event_info)
 		SetLatch(MyLatch);
 	return item;
 }
+#endif
 
 /* Whether the page is over (transfer ended and every item taken) */
 bool
@@ -972,19 +978,23 @@ k8s_list_continue(K8sList *list)
 	return list->continue_token;
 }
 
+#ifdef PAIDB_TEST_HOOKS
 /* metadata.remainingItemCount, or -1 if absent */
 int64
 k8s_list_remaining_item_count(K8sList *list)
 {
 	return list->remaining;
 }
+#endif
 
+#ifdef PAIDB_TEST_HOOKS
 /* Number of items received on this page so far */
 int
 k8s_list_item_count(K8sList *list)
 {
 	return list->nitems;
 }
+#endif
 
 /* The underlying request (for k8s_log_failure, user data) */
 K8sRequest *
@@ -1001,6 +1011,7 @@ k8s_list_free(K8sList *list)
 		k8s_request_free(list->req);
 }
 
+#ifdef PAIDB_TEST_HOOKS
 /* Free an item returned by k8s_list_next_item */
 void
 k8s_list_item_free(K8sListItem *item)
@@ -1015,3 +1026,4 @@ k8s_list_item_free(K8sListItem *item)
 		pfree(item->resource_version);
 	pfree(item);
 }
+#endif
