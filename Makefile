@@ -47,7 +47,7 @@ PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
-.PHONY: bench pgtap prove
+.PHONY: bench pgtap prove asan asan-install
 # Benchmarks print their own figures and the figure each is compared with.
 bench:
 	bash test/bench/run-bench.sh
@@ -58,3 +58,18 @@ pgtap:
 prove:
 	PATH="$(bindir):$$PATH" PG_REGRESS='$(top_builddir)/src/test/regress/pg_regress' \
 	  $(PROVE) -I '$(top_builddir)/src/test/perl' -I test/t/lib $(PROVE_TESTS)
+
+# AddressSanitizer + UBSan build of paidb and the test module (without JIT
+# bitcode), for test/suites/90_asan.sh: `make asan`, then `make asan-install
+# DESTDIR=...` into a private PostgreSQL whose server preloads libasan.  It
+# replaces the normal build in this tree (it starts with make clean).
+SANITIZE = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
+asan:
+	$(MAKE) clean
+	$(MAKE) -C test/modules/paidb_test clean
+	$(MAKE) with_llvm=no COPT='$(SANITIZE)'
+	$(MAKE) -C test/modules/paidb_test COPT='$(SANITIZE)'
+
+asan-install:
+	$(MAKE) with_llvm=no install
+	$(MAKE) -C test/modules/paidb_test install
