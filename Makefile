@@ -43,11 +43,20 @@ REGRESS_OPTS = --inputdir=$(srcdir) --dbname=paidb_regression
 # the plain SQL suite that works against any running server.
 PROVE_TESTS = test/t/*.pl
 
+# `make fuzz` (below) links libFuzzer and test/fuzz/paidb_fuzz.c in
+ifdef PAIDB_FUZZ
+OBJS += test/fuzz/paidb_fuzz.o
+PG_CPPFLAGS += -DPAIDB_FUZZING
+SHLIB_LINK += -Wl,-Bsymbolic -Wl,--whole-archive \
+	$(shell $(CC) -print-resource-dir)/lib/linux/libclang_rt.fuzzer_no_main-x86_64.a \
+	-Wl,--no-whole-archive -lstdc++ -lm -lpthread
+endif
+
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
-.PHONY: bench pgtap prove asan asan-install
+.PHONY: bench pgtap prove asan asan-install fuzz fuzz-install
 # Benchmarks print their own figures and the figure each is compared with.
 bench:
 	bash test/bench/run-bench.sh
@@ -73,3 +82,18 @@ asan:
 asan-install:
 	$(MAKE) with_llvm=no install
 	$(MAKE) -C test/modules/paidb_test install
+
+# libFuzzer build for test/suites/60_fuzz.sh: paidb.so compiled by clang with
+# coverage, ASan and UBSan, with test/fuzz/paidb_fuzz.c and libFuzzer's
+# runtime linked in; `make fuzz-install DESTDIR=...` puts it into
+# a private PostgreSQL that preloads clang's ASan runtime.  Replaces the
+# normal build in this tree.
+FUZZ_CFLAGS = -O1 -g -fno-strict-aliasing -fwrapv -fno-omit-frame-pointer -Wall \
+	-Wno-unused-command-line-argument -Wno-compound-token-split-by-macro -Wno-ignored-attributes \
+	-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all
+fuzz:
+	$(MAKE) clean PAIDB_FUZZ=1
+	$(MAKE) PAIDB_FUZZ=1 with_llvm=no CC=clang CFLAGS='$(FUZZ_CFLAGS)'
+
+fuzz-install:
+	$(MAKE) install PAIDB_FUZZ=1 with_llvm=no CC=clang CFLAGS='$(FUZZ_CFLAGS)'

@@ -1027,3 +1027,71 @@ k8s_list_item_free(K8sListItem *item)
 	pfree(item);
 }
 #endif
+
+#ifdef PAIDB_FUZZING
+/* ---------------------------------------------------------------------
+ * fuzzing entry points (test/fuzz, `make fuzz` only): the watch and list
+ * parsers on an unsubmitted request, fed bytes as if the server sent them
+ * ---------------------------------------------------------------------
+ */
+
+/* A watch parser on req (never submitted); freed with req */
+K8sWatch *
+k8s_watch_fuzz_new(K8sRequest *req)
+{
+	K8sWatch   *w = MemoryContextAllocZero(k8s_request_context(req), sizeof(K8sWatch));
+
+	w->req = req;
+	w->end = K8S_WATCH_OPEN;
+	dlist_init(&w->queue);
+	k8s_request_set_stream(req, &k8s_watch_ops, w);
+	w->tok = k8s_new_tokener();
+	return w;
+}
+
+/* Feed watch-stream bytes (-1: the stream is bad), or end it with res */
+int
+k8s_watch_fuzz_feed(K8sWatch *w, const char *data, size_t len, K8sResult *res)
+{
+	if (res != NULL)
+	{
+		k8s_watch_ops.finish(w->req, w, res);
+		return 0;
+	}
+	return k8s_watch_ops.consume(w->req, w, data, len);
+}
+
+/* A list parser on req (never submitted); freed with req */
+K8sList *
+k8s_list_fuzz_new(K8sRequest *req)
+{
+	K8sList    *l = MemoryContextAllocZero(k8s_request_context(req), sizeof(K8sList));
+
+	l->req = req;
+	l->state = LS_START;
+	l->remaining = -1;
+	dlist_init(&l->queue);
+	k8s_request_set_stream(req, &k8s_list_ops, l);
+	l->tok = k8s_new_tokener();
+	return l;
+}
+
+/* Feed LIST bytes (-1: the body is bad), or end it with res */
+int
+k8s_list_fuzz_feed(K8sList *l, const char *data, size_t len, K8sResult *res)
+{
+	if (res != NULL)
+	{
+		k8s_list_ops.finish(l->req, l, res);
+		return 0;
+	}
+	return k8s_list_ops.consume(l->req, l, data, len);
+}
+
+/* remainingItemCount of a fuzzed list */
+int64
+k8s_list_fuzz_remaining(K8sList *l)
+{
+	return l->remaining;
+}
+#endif

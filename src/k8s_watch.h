@@ -203,4 +203,12 @@ extern void k8s_list_free(K8sList *list);
 extern void k8s_list_item_free(K8sListItem *item);
 #endif
 
+#ifdef PAIDB_FUZZING			/* test/fuzz only (make fuzz) */
+extern K8sWatch *k8s_watch_fuzz_new(K8sRequest *req);
+extern int	k8s_watch_fuzz_feed(K8sWatch *w, const char *data, size_t len, K8sResult *res);
+extern K8sList *k8s_list_fuzz_new(K8sRequest *req);
+extern int	k8s_list_fuzz_feed(K8sList *l, const char *data, size_t len, K8sResult *res);
+extern int64 k8s_list_fuzz_remaining(K8sList *l);
+#endif
+
 #endif							/* PAIDB_K8S_WATCH_H */
