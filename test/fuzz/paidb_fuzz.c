@@ -267,7 +267,9 @@ fuzz_watch_outcome(const char *data, size_t size, uint32 seed, size_t max_chunk)
 
 		while (pos < size && !bad)
 		{
-			size_t		n = max_chunk == 0 ? size : Min(fuzz_chunk(&seed, max_chunk), size - pos);
+			size_t		n = max_chunk == 0 ? size : fuzz_chunk(&seed, max_chunk);
+
+			n = Min(n, size - pos);
 
 			bad = k8s_watch_fuzz_feed(w, data + pos, n, NULL) < 0;
 			pos += n;
@@ -308,7 +310,9 @@ fuzz_list_outcome(const char *data, size_t size, uint32 seed, size_t max_chunk)
 
 		while (pos < size && !bad)
 		{
-			size_t		n = max_chunk == 0 ? size : Min(fuzz_chunk(&seed, max_chunk), size - pos);
+			size_t		n = max_chunk == 0 ? size : fuzz_chunk(&seed, max_chunk);
+
+			n = Min(n, size - pos);
 
 			bad = k8s_list_fuzz_feed(l, data + pos, n, NULL) < 0;
 			pos += n;

@@ -37,7 +37,7 @@ asan_setup_pg() {
 #!/bin/sh
 # paidb's ASan suite: the uninstrumented server with the ASan runtime preloaded
 LD_PRELOAD=$asan_lib:$(cd "$asan_bin/../lib" && pwd)/paidb_asan_init_shim.so\${LD_PRELOAD:+:\$LD_PRELOAD}
-ASAN_OPTIONS=detect_leaks=0:abort_on_error=0:halt_on_error=1:log_path=$ASAN_LOGS/asan:log_exe_name=1:detect_stack_use_after_return=0
+ASAN_OPTIONS=detect_leaks=0:abort_on_error=0:halt_on_error=1:quarantine_size_mb=16:log_path=$ASAN_LOGS/asan:log_exe_name=1:detect_stack_use_after_return=0
 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:log_path=$ASAN_LOGS/ubsan
 export LD_PRELOAD ASAN_OPTIONS UBSAN_OPTIONS
 exec "\$(dirname "\$0")/postgres.bin" "\$@"
@@ -64,7 +64,7 @@ if ! asan_setup_pg || ! asan_build; then
 else
     echo "-- ASan+UBSan build installed into $asan_root (build $(( $(date +%s) - asan_started )) s)"
     asan_tap_started=$(date +%s)
-    su postgres -c "cd '$asan_tree' && PATH=$asan_bin:\$PATH PAIDB_TEST_SLOW=3 \
+    su postgres -c "cd '$asan_tree' && PATH=$asan_bin:\$PATH PAIDB_TEST_SLOW=3 PAIDB_TEST_MEMORY_FACTOR=4 \
         PG_REGRESS=/usr/lib/postgresql/15/lib/pgxs/src/test/regress/pg_regress \
         PG_TEST_PORT_DIR=$PG_TEST_PORT_DIR prove -I /usr/lib/postgresql/15/lib/pgxs/src/test/perl \
         -I test/t/lib $TAP_TESTS" > "$WORK/asan-tap.log" 2>&1
