@@ -97,8 +97,12 @@ def main():
         stream = raw_get(kf, FW + '?watch=true&allowWatchBookmarks=true&timeoutSeconds=2'
                          '&resourceVersion=%d' % start_rv, timeout=20)
         events = [json.loads(line) for line in stream.splitlines() if line.strip()]
-        put('watch_stream', 'history', b'\x07' + stream)
-        put('watch_stream', 'history-bytewise', b'\x00' + stream[:6000])
+        lines = stream.splitlines(keepends=True)
+        head = b''
+        while lines and len(head) + len(lines[0]) < 24000:
+            head += lines.pop(0)
+        put('watch_stream', 'history', b'\x47' + head)
+        put('watch_stream', 'history-bytewise', b'\x00' + head[:3000])
         for i in range(0, len(events), 5):
             put('watch_stream', 'events-%03d' % i,
                 bytes([i % 64]) + b''.join(compact(e).encode() + b'\n' for e in events[i:i + 5]))
@@ -118,7 +122,8 @@ def main():
             if not cont:
                 break
         full = raw_get(kf, FW)
-        put('list_stream', 'all', b'\x21' + full)
+        put('list_stream', 'all', b'\x91' + full)
+        put('list_stream', 'all-bytewise', b'\x00' + full[:3000])
         items = json.loads(full)['items']
         # snapshots and events, one per kind of moment in a framework's life
         seen = set()

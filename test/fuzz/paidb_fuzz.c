@@ -347,8 +347,9 @@ fuzz_stream(const uint8_t *data, size_t size, bool list)
 
 	if (size < 1)
 		return;
+	/* chunks of at most 1..64, ..1009, ..16129 or ..258049 bytes */
 	seed = 0x9e3779b9u ^ data[0];
-	max_chunk = 1 + data[0] % 64;
+	max_chunk = 1 + ((size_t) (data[0] & 0x3f) << ((data[0] >> 6) * 4));
 	if (list)
 	{
 		whole = fuzz_list_outcome((const char *) data + 1, size - 1, seed, 0);

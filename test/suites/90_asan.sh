@@ -64,7 +64,7 @@ if ! asan_setup_pg || ! asan_build; then
 else
     echo "-- ASan+UBSan build installed into $asan_root (build $(( $(date +%s) - asan_started )) s)"
     asan_tap_started=$(date +%s)
-    su postgres -c "cd '$asan_tree' && PATH=$asan_bin:\$PATH PAIDB_TEST_SLOW=3 PAIDB_TEST_MEMORY_FACTOR=4 \
+    su postgres -c "cd '$asan_tree' && PATH=$asan_bin:\$PATH PAIDB_TEST_SLOW=3 PAIDB_TEST_MEMORY_FACTOR=3 \
         PG_REGRESS=/usr/lib/postgresql/15/lib/pgxs/src/test/regress/pg_regress \
         PG_TEST_PORT_DIR=$PG_TEST_PORT_DIR prove -I /usr/lib/postgresql/15/lib/pgxs/src/test/perl \
         -I test/t/lib $TAP_TESTS" > "$WORK/asan-tap.log" 2>&1
