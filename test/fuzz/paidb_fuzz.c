@@ -20,7 +20,7 @@
  *				   base64 taskRoleStatusesCompressed of a template snapshot;
  *				   derives the columns, decompresses, and checks that
  *				   paidb_snapshot_progress agrees with paidb_derive_columns
- *	 job_config    YAML text; checks that the cached answer equals a fresh one
+ *	 job_config    YAML text; checks that the cached answers equal a fresh parse
  *	 watch_event   a watch event {"type": ..., "object": ...} applied with
  *				   paidb_apply_watch_event_internal (SPI, rolled back)
  *	 watch_stream  one byte (chunking seed) + watch-stream bytes
@@ -191,17 +191,19 @@ fuzz_config_equal(const JobConfigKeys *a, const JobConfigKeys *b)
 	return a->job_priority == NULL || strcmp(a->job_priority, b->job_priority) == 0;
 }
 
-/* job_config: YAML text, read twice (fresh, then from the cache) */
+/* job_config: YAML text, read through the cache (twice) and afresh */
 static void
 fuzz_job_config(const uint8_t *data, size_t size)
 {
 	JobConfigKeys a;
 	JobConfigKeys b;
+	JobConfigKeys fresh;
 
 	paidb_read_job_config((const char *) data, size, &a);
 	paidb_read_job_config((const char *) data, size, &b);
-	if (!fuzz_config_equal(&a, &b))
-		fuzz_fail("a cached job config differs from the parsed one");
+	paidb_read_job_config_uncached((const char *) data, size, &fresh);
+	if (!fuzz_config_equal(&a, &fresh) || !fuzz_config_equal(&b, &fresh))
+		fuzz_fail("a cached job config differs from a fresh parse");
 }
 
 /* watch_event: {"type": ..., "object": ...} through the write merger */
