@@ -922,14 +922,12 @@ k8s_request_method_name(const K8sRequest *req)
 	return k8s_method_name(req->method);
 }
 
-#ifdef PAIDB_TEST_HOOKS
 /* The request's path, for messages (never holds a credential) */
 const char *
 k8s_request_path(const K8sRequest *req)
 {
 	return req->path;
 }
-#endif
 
 /* The client the request belongs to */
 K8sClient *
@@ -1634,7 +1632,6 @@ k8s_result_is_gone(const K8sResult *res)
 		 (strcmp(res->reason, "Expired") == 0 || strcmp(res->reason, "Gone") == 0));
 }
 
-#ifdef PAIDB_TEST_HOOKS
 /* Whether retrying later can help (429, 5xx, transport error, timeout) */
 bool
 k8s_result_is_retryable(const K8sResult *res)
@@ -1651,7 +1648,6 @@ k8s_result_is_retryable(const K8sResult *res)
 			return false;
 	}
 }
-#endif
 
 /* Log a failed request with status, reason, message and object name (never the token) */
 void

@@ -194,9 +194,7 @@ extern const K8sResult *k8s_request_result(const K8sRequest *req);
 
 /* The request's method and path, for messages (never holds a credential) */
 extern const char *k8s_request_method_name(const K8sRequest *req);
-#ifdef PAIDB_TEST_HOOKS			/* test/modules/paidb_test only */
 extern const char *k8s_request_path(const K8sRequest *req);
-#endif
 
 /* The client the request belongs to */
 extern K8sClient *k8s_request_client(const K8sRequest *req);
@@ -231,10 +229,8 @@ extern long k8s_retry_after_ms(const char *value);
 /* Whether the result means 410 Gone / Expired (list again from scratch) */
 extern bool k8s_result_is_gone(const K8sResult *res);
 
-#ifdef PAIDB_TEST_HOOKS			/* test/modules/paidb_test only */
 /* Whether retrying later can help (429, 5xx, transport error, timeout) */
 extern bool k8s_result_is_retryable(const K8sResult *res);
-#endif
 
 /*
  * Log a failed request at elevel with its method, path, HTTP status,

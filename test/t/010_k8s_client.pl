@@ -109,8 +109,8 @@ $node->safe_psql('postgres', $decl);
 	ok(scalar(keys %prod) > 20 && $prod{k8s_request_submit},
 		'nm lists the production library\'s exports');
 	for my $f (qw(paidb_test_k8s_request paidb_test_k8s_watch k8s_client_destroy
-		k8s_client_in_flight k8s_request_path k8s_perform_request k8s_retry_after_ms
-		k8s_result_is_retryable k8s_watch_event_type_name k8s_watch_event_free
+		k8s_client_in_flight k8s_perform_request k8s_retry_after_ms
+		k8s_watch_event_type_name k8s_watch_event_free
 		k8s_list_next_item_wait k8s_list_remaining_item_count k8s_list_item_count
 		k8s_list_item_free))
 	{
