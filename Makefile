@@ -90,7 +90,7 @@ asan-install:
 	$(MAKE) with_llvm=no install
 	$(MAKE) -C test/modules/paidb_test install
 
-# libFuzzer build for test/suites/60_fuzz.sh: paidb.so compiled by clang with
+# libFuzzer build for test/suites/70_fuzz.sh: paidb.so compiled by clang with
 # coverage, ASan and UBSan, with test/fuzz/paidb_fuzz.c and libFuzzer's
 # runtime linked in; `make fuzz-install DESTDIR=...` puts it into
 # a private PostgreSQL that preloads clang's ASan runtime.  Replaces the

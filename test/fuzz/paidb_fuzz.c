@@ -1,5 +1,5 @@
 /*
- * paidb_fuzz.c — libFuzzer inside a backend, for test/suites/60_fuzz.sh.
+ * paidb_fuzz.c — libFuzzer inside a backend, for test/suites/70_fuzz.sh.
  *
  * Linked only into the fuzzing build of paidb.so (`make fuzz`: clang,
  * -fsanitize=fuzzer-no-link,address,undefined, libFuzzer's runtime without

@@ -1,4 +1,4 @@
-# test/suites/60_fuzz.sh — libFuzzer on paidb's parsers and mergers, inside
+# test/suites/70_fuzz.sh — libFuzzer on paidb's parsers and mergers, inside
 # a backend, for a fixed time per target; sourced by test/run-tests.sh.
 #
 # paidb.so is built by clang with coverage, ASan and UBSan and with
