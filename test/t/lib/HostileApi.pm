@@ -190,18 +190,18 @@ sub status_text
 # job, wait until paidb has met the misbehaviour (trigger: hostile answers
 # of the given classes) and the workers named in `error` count an error,
 # then switch back to sane and check recovery.  Options:
-#   trigger  => 'create' (classes counted; default by mode), min => 2
+#   trigger  => 'create,patch' (classes counted; default by mode), min => 2
 #   error    => [workers that must count an error] (default by mode; [] none)
 #   secs     => longest wait for each of the two (default 10 s)
 #   classes, resource: passed to the mode
 #   canary_may_change: the mode may rightly make paidb re-create the canary
-#   during   => code run at the end of the hostile phase (extra checks)
+#   at_start => code run as the hostile phase begins (more submissions)
 sub scenario
 {
 	my ($self, $mode, %o) = @_;
 	my ($node, $fake, $hostile) = @$self{qw(node fake hostile)};
 	my $watch_mode = $mode =~ /^(list|watch)_/;
-	my @trigger = split /,/, ($o{trigger} // ($mode =~ /^list_/ ? 'list' : $watch_mode ? 'watch' : 'create'));
+	my @trigger = split /,/, ($o{trigger} // ($mode =~ /^list_/ ? 'list' : $watch_mode ? 'watch' : 'create,patch'));
 	my $min = $o{min} // 2;
 	my @error = @{ $o{error} // ($watch_mode ? ['framework watcher'] : ['sync']) };
 	my $secs = $o{secs} // 10;
@@ -222,6 +222,7 @@ sub scenario
 		$fake->cut_watches('end');
 		my $job = 'hostile' . ++$self->{n} . substr(job_name('mallory', $mode), 0, 8);
 		submit($node, job_request($job, run_seconds => '0.2', step_seconds => '0.02'));
+		$o{at_start}->($self) if $o{at_start};
 
 		# the hostile phase: paidb meets the misbehaviour and says so
 		my $met = PaidbTest::wait_until(sub {
@@ -241,7 +242,6 @@ sub scenario
 			isnt($now->{$w}{last_error}, '', "status() shows $w\'s last error")
 			  and note("$w: $now->{$w}{last_error}");
 		}
-		$o{during}->($self, $req_off, $log_off) if $o{during};
 		my $peak = $self->{sampler}->peak;
 		for my $w (sort keys %$peak)
 		{
