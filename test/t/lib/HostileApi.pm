@@ -162,6 +162,10 @@ use PaidbTest;
 our $PEAK_LIMIT = 256 * 1024;
 our $AFTER_LIMIT = 96 * 1024;
 
+# How long paidb may take to recover once the server is sane (watch backoff
+# is at most 30 s; a job's retry backoff too).
+our $RECOVER_SECS = $ENV{PAIDB_HOSTILE_RECOVER_SECS} // 90;
+
 my %WATCHERS = ('framework watcher' => 1, 'event watcher' => 1);
 
 # status() of the workers: {worker => {errors, last_error, state, pid}}.
@@ -196,6 +200,12 @@ sub status_text
 #   classes, resource: passed to the mode
 #   canary_may_change: the mode may rightly make paidb re-create the canary
 #   at_start => code run as the hostile phase begins (more submissions)
+#   until    => code ($self, first request index) that must become true
+#               before the hostile phase ends (bounded by secs), and
+#   until_what => what it tells (a test name)
+#   hold     => seconds to stay hostile once paidb has met it (default 0)
+#   check    => code run at the end of the hostile phase, given ($self,
+#               index of the first request of the scenario, seconds hostile)
 sub scenario
 {
 	my ($self, $mode, %o) = @_;
@@ -215,6 +225,7 @@ sub scenario
 		  ? fake_create_attempts($fake, $self->{canary}) : undef;
 		$self->{sampler}->reset;
 
+		my $t_hostile = time();
 		$hostile->mode($mode, ($o{classes} ? (classes => $o{classes}) : ()),
 			($o{resource} ? (resource => $o{resource}) : ()));
 		# watches open now end cleanly (paidb watches again at once and
@@ -242,16 +253,13 @@ sub scenario
 			isnt($now->{$w}{last_error}, '', "status() shows $w\'s last error")
 			  and note("$w: $now->{$w}{last_error}");
 		}
-		my $peak = $self->{sampler}->peak;
-		for my $w (sort keys %$peak)
-		{
-			cmp_ok($peak->{$w}, '<', $PEAK_LIMIT, "$w: peak RssAnon during the scenario under 256 MB")
-			  or diag("$w peaked at $peak->{$w} kB");
-		}
-
+		ok(PaidbTest::wait_until(sub { $o{until}->($self, $req_off) }, $secs), $o{until_what})
+		  if $o{until};
+		usleep($o{hold} * 1_000_000) if $o{hold};
+		$o{check}->($self, $req_off, time() - $t_hostile) if $o{check};
 		# sane again: paidb recovers by itself
 		$hostile->mode('sane');
-		ok(poll($node, "SELECT state = 'SUCCEEDED' FROM paidb.framework WHERE name = '$job'", 't', 90),
+		ok(poll($node, "SELECT state = 'SUCCEEDED' FROM paidb.framework WHERE name = '$job'", 't', $RECOVER_SECS),
 			'a job submitted during the hostile phase reaches the API server and its status comes back')
 		  or diag("job $job: " . query($node, "SELECT state, sub_state, request_synced, sync_failures, api_server_deleted FROM paidb.framework WHERE name = '$job'")
 			. "\nin the API server: " . JSON::PP->new->canonical->encode([ map { $_ ? { rv => $_->{metadata}{resourceVersion}, gen => $_->{metadata}{generation}, state => ($_->{status} // {})->{state} } : undef } fake_framework($fake, $job) ])
@@ -266,6 +274,14 @@ sub scenario
 			return 3 == grep { $after->{$_} < $AFTER_LIMIT } keys %$after;
 		}, 20), 'the workers\' memory is back under 96 MB')
 		  or diag(explain($after));
+
+		# memory: the peak over the hostile phase and the recovery
+		my $peak = $self->{sampler}->peak;
+		for my $w (sort keys %$peak)
+		{
+			cmp_ok($peak->{$w}, '<', $PEAK_LIMIT, "$w: peak RssAnon during the scenario under 256 MB")
+			  or diag("$w peaked at $peak->{$w} kB");
+		}
 
 		# nothing crashed, nothing leaked, nothing dangerous was sent
 		my @crash = crash_lines($node, offset => $log_off);
