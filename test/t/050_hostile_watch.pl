@@ -29,6 +29,9 @@ submit($node, job_request($canary, run_seconds => 'inf'));
 ok(poll($node, "SELECT state = 'RUNNING' FROM paidb.framework WHERE name = '$canary'"),
 	'the canary job runs');
 
+# a test stopped from outside still stops its servers (END blocks run)
+$SIG{TERM} = $SIG{INT} = sub { die "stopped by a signal\n" };
+
 my $h = HostileApi::harness($node, $fake, $hostile, token => $token, canary => $canary);
 
 # The resourceVersion scenarios come last: a paidb that adopts a bad
