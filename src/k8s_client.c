@@ -814,7 +814,7 @@ k8s_check_path(const char *path)
 	}
 }
 
-/* WARNING, once per API server, that the bearer token goes over plain http */
+/* WARNING, once per API server and process, that the bearer token goes over plain http */
 static void
 k8s_warn_plain_http(K8sClient *client)
 {
@@ -827,7 +827,8 @@ k8s_warn_plain_http(K8sClient *client)
 	if (warned_for != NULL)
 		pfree(warned_for);
 	warned_for = MemoryContextStrdup(TopMemoryContext, client->base_url);
-	ereport(WARNING,
+	/* for the server log: a worker's WARNING goes there, a session's LOG too */
+	ereport(IsBackgroundWorker ? WARNING : LOG,
 			(errmsg("paidb sends its bearer token to %s over plain http", client->base_url),
 			 errdetail("Anyone who can read the traffic can use the token against the cluster."),
 			 errhint("Use an https:// URL in paidb.k8s_api_server.")));

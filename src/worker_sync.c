@@ -80,10 +80,16 @@ typedef struct SyncJob
 	int			addon;			/* current add-on index */
 	bool		deleting;		/* STEP_CHECK_ADDON leads to a delete, not an owner reference */
 	char	   *conflict;		/* the API server's words on a 409 being checked */
+	char	   *refusal;		/* why a foreign framework ends the job */
 	char	   *uid;			/* framework uid (owner references) or orphan uid */
 	int			delete_outcome; /* OutcomeKind once the framework delete is done */
+	int			step_failures;	/* failures of the current owner-reference step */
+	TimestampTz resend_at;		/* send the current step again then (0: not waiting) */
 	K8sRequest *req;
 } SyncJob;
+
+/* How often an owner reference is tried within one job before it is left to the delete */
+#define OWNER_REF_TRIES 6
 
 /* What to write to the database once a job ends. */
 typedef enum OutcomeKind
@@ -91,6 +97,7 @@ typedef enum OutcomeKind
 	OUTCOME_SUCCESS,			/* reset the failure count if it was raised */
 	OUTCOME_RETRY,				/* back off and send again later */
 	OUTCOME_PERMANENT,			/* refused for good */
+	OUTCOME_PERMANENT_FOREIGN,	/* refused: its name is another's framework, never delete it */
 	OUTCOME_GONE,				/* completed framework already gone: mock DELETED */
 	OUTCOME_ORPHAN_DONE,		/* orphan deleted (or gone) */
 	OUTCOME_ORPHAN_RETRY		/* orphan deletion failed */
@@ -156,6 +163,7 @@ prepare_plans(void)
 	plan_claim_orphans = paidb_prepare_kept("SELECT o.name, o.uid, o.failures FROM paidb.orphan o "
 									 "WHERE (o.next_attempt_at IS NULL OR o.next_attempt_at <= pg_catalog.now()) "
 									 "  AND NOT (o.name = ANY ($1)) "
+									 "  AND o.name OPERATOR(pg_catalog.~) '" PAIDB_FRAMEWORK_NAME_RULE "' "
 									 "  AND NOT EXISTS (SELECT 1 FROM paidb.framework f WHERE f.name = o.name) "
 									 "ORDER BY o.queued_at LIMIT $2",
 									 2, types);
@@ -227,6 +235,9 @@ new_job(const char *name)
 	job->bad_addon = NULL;
 	job->deleting = false;
 	job->conflict = NULL;
+	job->refusal = NULL;
+	job->step_failures = 0;
+	job->resend_at = 0;
 	return job;
 }
 
@@ -530,6 +541,32 @@ refuse(SyncJob *job, const char *message)
 	finish_job(job, OUTCOME_PERMANENT, 0, message);
 }
 
+static void next_addon_delete(SyncJob *job, int from);
+
+/*
+ * The job's framework name belongs to a framework paidb did not create: a
+ * job that never started fails for good and paidb never deletes that
+ * framework; the add-ons this attempt created are deleted first.  Any other
+ * job is retried with backoff.
+ */
+static void
+refuse_foreign(SyncJob *job, const char *message)
+{
+	int			i;
+
+	if (!job->never_started)
+		return refuse(job, message);
+	ereport(WARNING,
+			(errmsg("paidb sync cannot create framework \"%s\": %s", job->name, message)));
+	paidb_worker_report(PAIDB_WORKER_SYNC, NULL, NULL, 0, 0, 1, message);
+	job->refusal = MemoryContextStrdup(job->cxt, message);
+	job->delete_outcome = OUTCOME_PERMANENT_FOREIGN;
+	for (i = 0; i < NUM_ADDONS; i++)
+		if (job->addon_uid[i] == NULL)
+			job->addon_json[i] = NULL;	/* not created by this attempt: not ours to delete */
+	next_addon_delete(job, 0);
+}
+
 /* After the framework exists (uid known): owner references for its secret add-ons, from `from`. */
 static void
 next_owner_ref(SyncJob *job, int from)
@@ -553,11 +590,36 @@ next_addon_delete(SyncJob *job, int from)
 		if (job->addon_json[i] && job->addon_name[i])
 			break;
 	if (i >= NUM_ADDONS)
-		return finish_job(job, job->delete_outcome, 0, NULL);
+		return finish_job(job, job->delete_outcome, 0, job->refusal);
 	job->addon = i;
-	job->step = STEP_CHECK_ADDON;
+	/* one this attempt created or adopted is ours (its uid the precondition) */
+	job->step = job->addon_uid[i] ? STEP_DELETE_ADDON : STEP_CHECK_ADDON;
 	job->deleting = true;
 	send_step(job);
+}
+
+/*
+ * An owner-reference step failed (the framework exists): send it again
+ * after a backoff, within this job, a few times; then leave the add-on to
+ * the delete at completion (which finds it by its label) and go on.
+ */
+static void
+owner_ref_failed(SyncJob *job, const K8sResult *res)
+{
+	char	   *what = describe_failure(job, res);
+
+	paidb_worker_report(PAIDB_WORKER_SYNC, NULL, NULL, 0, 0, 1, what);
+	if (k8s_result_is_retryable(res) && ++job->step_failures < OWNER_REF_TRIES)
+	{
+		k8s_log_failure(job->step_failures == 1 ? LOG : DEBUG1, job->req, job->name);
+		job->resend_at = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+													 paidb_backoff_ms(job->step_failures,
+																	  Max(res->retry_after_ms, 0)));
+		return;
+	}
+	k8s_log_failure(WARNING, job->req, job->name);
+	job->step_failures = 0;
+	next_owner_ref(job, job->addon + 1);
 }
 
 /* Create the add-ons from `from` on, then the framework. */
@@ -643,9 +705,9 @@ advance(SyncJob *job)
 			{
 				/* ours (a create whose answer was lost): adopt it */
 				if (!response_is_ours(job, res, false, &uid))
-					return refuse(job, psprintf("%s; that framework was not created by paidb "
-												"(no label %s: %s)", job->conflict,
-												PAIDB_FRAMEWORK_LABEL, job->name));
+					return refuse_foreign(job, psprintf("%s; that framework was not created by paidb "
+														"(no label %s: %s)", job->conflict,
+														PAIDB_FRAMEWORK_LABEL, job->name));
 				job->step = STEP_PATCH_EXISTING;
 				return send_step(job);
 			}
@@ -666,7 +728,7 @@ advance(SyncJob *job)
 								   PAIDB_FRAMEWORK_LABEL, job->name)));
 			}
 			else if (http != 404 && !job->deleting)
-				break;			/* retry the owner references later */
+				return owner_ref_failed(job, res);
 			else if (http != 404)
 				k8s_log_failure(WARNING, job->req, job->name);
 			if (job->deleting)
@@ -674,7 +736,8 @@ advance(SyncJob *job)
 			return next_owner_ref(job, job->addon + 1);
 		case STEP_OWNER_REF:
 			if (!ok && http != 404)
-				break;			/* retried: the next attempt's patch leads here again */
+				return owner_ref_failed(job, res);
+			job->step_failures = 0;
 			return next_owner_ref(job, job->addon + 1);
 		case STEP_DELETE:
 			if (ok || http == 404)
@@ -1021,6 +1084,16 @@ record_outcome(void *arg)
 		case OUTCOME_PERMANENT:
 			paidb_fail_permanently_internal(o->name, o->generation, o->message);
 			break;
+		case OUTCOME_PERMANENT_FOREIGN:
+			/* failed, and never claimed for deletion: that framework is not ours */
+			if (!paidb_fail_permanently_internal(o->name, o->generation, o->message))
+				ereport(LOG,
+						(errmsg("paidb sync did not fail framework \"%s\": it changed or started meanwhile",
+								o->name)));
+			SPI_execute_with_args("UPDATE paidb.framework SET api_server_deleted = true "
+								  "WHERE name = $1 AND request_generation = $2 AND sub_state = 'Completed'",
+								  2, types, args, NULL, false, 0);
+			break;
 		case OUTCOME_GONE:
 			/* the poller's 404: mock a DELETED event of the stored snapshot */
 			if (SPI_execute_with_args("SELECT snapshot FROM paidb.framework WHERE name = $1",
@@ -1090,6 +1163,40 @@ record_outcomes(void)
 	return retry_scheduled;
 }
 
+/*
+ * Send again the steps of jobs whose wait is over; returns when the next
+ * one is due (0: none waits).
+ */
+static TimestampTz
+resend_due(void)
+{
+	HASH_SEQ_STATUS seq;
+	SyncJob    *job;
+	List	   *due = NIL;
+	ListCell   *lc;
+	TimestampTz now = GetCurrentTimestamp();
+	TimestampTz next = 0;
+
+	hash_seq_init(&seq, jobs);
+	while ((job = hash_seq_search(&seq)) != NULL)
+	{
+		if (job->resend_at == 0)
+			continue;
+		if (job->resend_at <= now)
+			due = lappend(due, job);
+		else if (next == 0 || job->resend_at < next)
+			next = job->resend_at;
+	}
+	foreach(lc, due)
+	{
+		job = (SyncJob *) lfirst(lc);
+		job->resend_at = 0;
+		run_job_step(job, send_step);
+	}
+	list_free(due);
+	return next;
+}
+
 /* The sync worker's entry point and main loop. */
 void
 paidb_sync_main(Datum main_arg)
@@ -1098,6 +1205,7 @@ paidb_sync_main(Datum main_arg)
 	bool		want_claim = true;
 	TimestampTz next_due = 0;
 	TimestampTz last_claim = 0;
+	TimestampTz next_resend = 0;
 
 	paidb_worker_startup(PAIDB_WORKER_SYNC);
 	memset(&ctl, 0, sizeof(ctl));
@@ -1125,6 +1233,8 @@ paidb_sync_main(Datum main_arg)
 			timeout = (paused_until > now) ? TimestampDifferenceMilliseconds(now, paused_until) : 0;
 		else if (next_due > 0)
 			timeout = Min(timeout, Max(0, TimestampDifferenceMilliseconds(now, next_due) + 1));
+		if (next_resend > 0)
+			timeout = Min(timeout, Max(0, TimestampDifferenceMilliseconds(now, next_resend) + 1));
 
 		MemoryContextSwitchTo(loop_cxt);
 		rc = k8s_client_wait(client, timeout, PG_WAIT_EXTENSION);
@@ -1143,6 +1253,7 @@ paidb_sync_main(Datum main_arg)
 
 		while ((req = k8s_client_next_done(client)) != NULL)
 			run_job_step((SyncJob *) k8s_request_user_data(req), advance);
+		next_resend = resend_due();
 		if (record_outcomes())
 			want_claim = true;	/* finds when the retry falls due */
 		MemoryContextSwitchTo(loop_cxt);

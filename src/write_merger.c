@@ -663,6 +663,16 @@ handle_orphan(const char *type, const char *name, Jsonb *object)
 	paidb_note_sync_needed();
 }
 
+/* Whether a snapshot holds paidb's permanent-failure status (SPEC §6). */
+static bool
+is_permanent_failure(Jsonb *snapshot)
+{
+	char	   *phrase = jb_get_cstring(&snapshot->root, 4,
+										(const char *[]) {"status", "attemptStatus", "completionStatus", "phrase"});
+
+	return phrase != NULL && strcmp(phrase, "CreateFrameworkPermanentFailed") == 0;
+}
+
 /* Merge one watch event into the database (SPEC §5), inside SPI. */
 static const char *
 apply_event(const char *type, Jsonb *object)
@@ -706,6 +716,13 @@ apply_event(const char *type, Jsonb *object)
 		handle_orphan(type, name, object);
 		return "orphan";
 	}
+	/*
+	 * A job paidb failed before creating its framework has no framework: a
+	 * framework of that name is somebody else's (SPEC §8), its events are
+	 * not the job's.  The job's own mock DELETED carries its failed status.
+	 */
+	if (is_permanent_failure(row.snapshot) && !is_permanent_failure(object))
+		return "foreign";
 
 	/* 2. stale: compare only when both are decimal (etcd's always are) */
 	has_rv = paidb_object_resource_version(&object->root, &rv);
