@@ -85,7 +85,9 @@ typedef struct K8sNoted
 typedef struct K8sFramer
 {
 	MemoryContext mcxt;
-	size_t		cap;			/* bytes of one value kept at most */
+	size_t		cap;			/* bytes of one value kept at most; 0: the
+								 * current paidb.max_object_bytes + slack */
+	size_t		slack;
 	bool		watch;			/* value is a watch event: notes under "object" */
 	/* the value being framed */
 	bool		active;
@@ -200,13 +202,21 @@ static const char *const k8s_note_paths[NOTE_COUNT][3] = {
 
 /* Set up a framer keeping at most cap bytes of a value */
 static void
-k8s_framer_init(K8sFramer *fr, MemoryContext mcxt, size_t cap, bool watch)
+k8s_framer_init(K8sFramer *fr, MemoryContext mcxt, size_t cap, size_t slack, bool watch)
 {
 	memset(fr, 0, sizeof(*fr));
 	fr->mcxt = mcxt;
 	fr->cap = cap;
+	fr->slack = slack;
 	fr->watch = watch;
 	fr->note = -1;
+}
+
+/* The framer's limit now (a reload may lower paidb.max_object_bytes mid-stream) */
+static size_t
+k8s_framer_cap(const K8sFramer *fr)
+{
+	return fr->cap != 0 ? fr->cap : (size_t) paidb_max_object_bytes + fr->slack;
 }
 
 /* Forget the value framed (its buffer was taken or is freed) */
@@ -215,11 +225,12 @@ k8s_framer_reset(K8sFramer *fr)
 {
 	MemoryContext mcxt = fr->mcxt;
 	size_t		cap = fr->cap;
+	size_t		slack = fr->slack;
 	bool		watch = fr->watch;
 
 	if (fr->buf)
 		pfree(fr->buf);
-	k8s_framer_init(fr, mcxt, cap, watch);
+	k8s_framer_init(fr, mcxt, cap, slack, watch);
 }
 
 /* Depth and path of note n: watch events have it one level down, under "object" */
@@ -320,9 +331,11 @@ k8s_framer_value_start(K8sFramer *fr, int d, char c, size_t pos)
 static void
 k8s_framer_keep(K8sFramer *fr, const char *data, size_t n)
 {
+	size_t		cap = k8s_framer_cap(fr);
+
 	if (n == 0)
 		return;
-	if (!fr->oversized && fr->buf_len + n > fr->cap)
+	if (!fr->oversized && fr->buf_len + n > cap)
 	{
 		/* checked before the buffer grows: nothing beyond the cap is held */
 		fr->oversized = true;
@@ -339,7 +352,7 @@ k8s_framer_keep(K8sFramer *fr, const char *data, size_t n)
 
 			while (newcap < fr->buf_len + n + 1)
 				newcap *= 2;
-			newcap = Min(newcap, fr->cap + 1);
+			newcap = Min(newcap, cap + 1);
 			if (fr->buf == NULL)
 				fr->buf = MemoryContextAlloc(fr->mcxt, newcap);
 			else
@@ -840,8 +853,7 @@ k8s_watch_start(K8sClient *client, const char *collection_path,
 		dlist_init(&w->queue);
 		if (start_rv != NULL)
 			w->last_rv = MemoryContextStrdup(k8s_request_context(req), start_rv);
-		k8s_framer_init(&w->fr, k8s_request_context(req),
-						(size_t) paidb_max_object_bytes + K8S_EVENT_SLACK, true);
+		k8s_framer_init(&w->fr, k8s_request_context(req), 0, K8S_EVENT_SLACK, true);
 		k8s_request_set_stream(req, &k8s_watch_ops, w);
 
 		/* the server ends the watch; our deadline only catches a dead one */
@@ -1392,9 +1404,8 @@ k8s_list_start(K8sClient *client, const char *collection_path,
 		l->state = LS_START;
 		l->remaining = -1;
 		dlist_init(&l->queue);
-		k8s_framer_init(&l->fr, k8s_request_context(req), K8S_LIST_MEMBER_MAX, false);
-		k8s_framer_init(&l->item_fr, k8s_request_context(req),
-						(size_t) paidb_max_object_bytes, false);
+		k8s_framer_init(&l->fr, k8s_request_context(req), K8S_LIST_MEMBER_MAX, 0, false);
+		k8s_framer_init(&l->item_fr, k8s_request_context(req), 0, 0, false);
 		k8s_request_set_stream(req, &k8s_list_ops, l);
 		k8s_request_submit(req);
 	}

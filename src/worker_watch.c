@@ -60,7 +60,7 @@
 /* A watch that ends sooner than this without any event counts as a failure */
 #define WATCH_MIN_HEALTHY_MS	1000
 
-/* A watch that lasted this long before its 410 does not count towards the re-list backoff */
+/* A first watch that lasted this long before its 410 does not count towards the re-list backoff */
 #define RELIST_HEALTHY_MS		60000
 
 /* Rows fetched at a time while looking for frameworks that disappeared */
@@ -131,7 +131,8 @@ struct Reflector
 	bool		importing;		/* the LIST under way adopts */
 	HTAB	   *seen;			/* names listed so far (reconcile) */
 	int			failures;		/* consecutive failed rounds */
-	int			relists;		/* consecutive watches ended by 410 soon */
+	int			relists;		/* LISTs in a row whose first watch got 410 at once */
+	bool		just_listed;	/* no watch since the last LIST */
 	long		retry_after_ms; /* the server's Retry-After, or -1 */
 	char		failure[256];	/* why the last round failed */
 	/* the batch */
@@ -1143,6 +1144,7 @@ run_list(Reflector *r)
 					r->importing ? "imported" : "listed", (unsigned long long) total,
 					r->def->what, pages, r->rv)));
 	r->failures = 0;
+	r->just_listed = true;
 	r->import_pending = false;
 	r->importing = false;
 	r->seen = NULL;
@@ -1262,8 +1264,10 @@ run_watch(Reflector *r)
 	TimestampTz started = GetCurrentTimestamp();
 	uint64		events = 0;
 	bool		error_event = false;
+	bool		fresh = r->just_listed; /* the first watch after a LIST */
 	MemoryContext oldcxt;
 
+	r->just_listed = false;
 	MemoryContextReset(r->round_cxt);
 	oldcxt = MemoryContextSwitchTo(r->round_cxt);
 	k8s_watch_options_init(&opts);
@@ -1325,7 +1329,7 @@ run_watch(Reflector *r)
 		 * of a fresh list with 410 again gets them with a backoff (0.8 s
 		 * doubling to 30 s, jitter), not hundreds a second.
 		 */
-		if (lasted >= RELIST_HEALTHY_MS)
+		if (!fresh || events > 0 || lasted >= RELIST_HEALTHY_MS)
 			r->relists = 0;
 		if (++r->relists > 1)
 		{
@@ -1336,8 +1340,7 @@ run_watch(Reflector *r)
 		}
 		return ROUND_OK;
 	}
-	if (end == K8S_WATCH_CLOSED)
-		r->relists = 0;			/* a watch that ran its course */
+
 	if (events > 0)
 		r->failures = 0;		/* it worked for a while */
 	if (error_event)
