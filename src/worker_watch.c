@@ -493,6 +493,49 @@ apply_error_callback(void *arg)
 	errcontext("%s event of \"%s\"", item->type, item->name ? item->name : "(no name)");
 }
 
+/* What apply_run goes through, and how far it got */
+typedef struct ApplyRun
+{
+	Reflector  *r;
+	WatchItem  *items;
+	int			n;
+	ApplyFn		fn;
+	int			i;				/* the item being applied */
+	int			done;
+	int			skipped;
+} ApplyRun;
+
+/* Apply the run's items one after the other (inside a subtransaction). */
+static void
+apply_run(void *arg)
+{
+	ApplyRun   *run = (ApplyRun *) arg;
+	MemoryContext oldcxt = CurrentMemoryContext;
+
+	for (run->i = 0; run->i < run->n; run->i++)
+	{
+		WatchItem  *item = &run->items[run->i];
+		ErrorContextCallback errcb;
+		ApplyOutcome outcome;
+
+		CHECK_FOR_INTERRUPTS();
+		paidb_exit_if_postmaster_died();
+		errcb.callback = apply_error_callback;
+		errcb.arg = item;
+		errcb.previous = error_context_stack;
+		error_context_stack = &errcb;
+		MemoryContextSwitchTo(run->r->item_cxt);
+		outcome = run->fn(run->r, item);
+		MemoryContextSwitchTo(oldcxt);
+		error_context_stack = errcb.previous;
+		MemoryContextReset(run->r->item_cxt);
+		if (outcome == APPLY_DONE)
+			run->done++;
+		else
+			run->skipped++;
+	}
+}
+
 /*
  * Apply items[0..n) inside one subtransaction.  On error the subtransaction
  * is rolled back and false returned (with a WARNING when `warn`); counters
@@ -501,78 +544,37 @@ apply_error_callback(void *arg)
 static bool
 apply_protected(Reflector *r, WatchItem *items, int n, ApplyFn fn, bool warn)
 {
-	MemoryContext oldcxt = CurrentMemoryContext;
-	ResourceOwner oldowner = CurrentResourceOwner;
-	volatile int done = 0;
-	volatile int skipped = 0;
-	volatile int i = 0;
+	ApplyRun	run = {r, items, n, fn, 0, 0, 0};
+	ErrorData  *edata;
+	WatchItem  *bad;
 
-	BeginInternalSubTransaction(NULL);
-	MemoryContextSwitchTo(oldcxt);
-	PG_TRY();
+	edata = paidb_run_in_subxact(apply_run, &run, r->batch_cxt);
+	MemoryContextReset(r->item_cxt);
+	if (edata == NULL)
 	{
-		for (i = 0; i < n; i++)
-		{
-			ApplyOutcome outcome;
-			ErrorContextCallback errcb;
-
-			CHECK_FOR_INTERRUPTS();
-			paidb_exit_if_postmaster_died();
-			errcb.callback = apply_error_callback;
-			errcb.arg = &items[i];
-			errcb.previous = error_context_stack;
-			error_context_stack = &errcb;
-			MemoryContextSwitchTo(r->item_cxt);
-			outcome = fn(r, &items[i]);
-			MemoryContextSwitchTo(oldcxt);
-			error_context_stack = errcb.previous;
-			MemoryContextReset(r->item_cxt);
-			if (outcome == APPLY_DONE)
-				done++;
-			else
-				skipped++;
-		}
-		ReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(oldcxt);
-		CurrentResourceOwner = oldowner;
+		r->applied += run.done;
+		r->skipped += run.skipped;
+		return true;
 	}
-	PG_CATCH();
+	bad = &items[Min(run.i, n - 1)];
+	if (error_is_systemic(edata))
+		ReThrowError(edata);
+	if (warn)
 	{
-		ErrorData  *edata;
-		WatchItem  *bad = &items[Min(i, n - 1)];
-
-		MemoryContextSwitchTo(r->batch_cxt);
-		edata = CopyErrorData();
-		FlushErrorState();
-		RollbackAndReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(oldcxt);
-		CurrentResourceOwner = oldowner;
-		MemoryContextReset(r->item_cxt);
-
-		if (error_is_systemic(edata))
-			ReThrowError(edata);
-		if (warn)
-		{
-			ereport(WARNING,
-					(errcode(edata->sqlerrcode),
-					 errmsg("paidb %s skipped the %s event of \"%s\": %s",
-							paidb_worker_names[r->def->kind], bad->type,
-							bad->name ? bad->name : "(no name)", edata->message),
-					 edata->detail ? errdetail_internal("%s", edata->detail) : 0,
-					 errhint("The event is not applied; the next event about the same object will be.")));
-			snprintf(r->last_error, sizeof(r->last_error), "skipped the %s event of \"%s\": %s",
-					 bad->type, bad->name ? bad->name : "(no name)", edata->message);
-			r->has_error = true;
-			r->errors++;
-		}
-		FreeErrorData(edata);
-		return false;
+		ereport(WARNING,
+				(errcode(edata->sqlerrcode),
+				 errmsg("paidb %s skipped the %s event of \"%s\": %s",
+						paidb_worker_names[r->def->kind], bad->type,
+						bad->name ? bad->name : "(no name)", edata->message),
+				 edata->detail ? errdetail_internal("%s", edata->detail) : 0,
+				 errhint("The event is not applied; the next event about the same object will be.")));
+		snprintf(r->last_error, sizeof(r->last_error), "skipped the %s event of \"%s\": %s",
+				 bad->type, bad->name ? bad->name : "(no name)", edata->message);
+		r->has_error = true;
+		r->errors++;
 	}
-	PG_END_TRY();
-
-	r->applied += done;
-	r->skipped += skipped;
-	return true;
+	FreeErrorData(edata);
+	return false;
 }
 
 /* Order of items: by name (bytewise), then as received. */

@@ -194,15 +194,12 @@ class Faults:
 
 def fault_body(rule):
     """The answer of an action=body fault: its status (as given) and a raw
-    body, e.g. a proxy's HTML page with status 200 (the default body) or a
-    malformed list (then application/json unless contentType says)."""
+    body, e.g. a proxy's HTML page with status 200."""
     body = rule.get('body')
-    ctype = rule.get('contentType')
     if body is None:
         body = '<html><body>502 Bad Gateway</body></html>'
-        ctype = ctype or 'text/html; charset=utf-8'
     return (int(rule.get('status') or 200), body.encode('utf-8'),
-            ctype or 'application/json', None)
+            rule.get('contentType') or 'text/html; charset=utf-8', None)
 
 
 def fault_error(rule):
@@ -662,7 +659,7 @@ class Server:
                 if rule.get('action') == 'drop':
                     raise _Closed()
                 if rule.get('action') == 'body':
-                    return self._raw_answer(req, rule)
+                    return fault_body(rule)
                 if rule.get('inStream') and req.verb == 'watch':
                     return self._watch_error(req, fault_error(rule))
                 return self._status_response(fault_error(rule), req)
@@ -1068,24 +1065,6 @@ class Server:
         req.status = 'clean'
         return None
 
-    def _raw_answer(self, req, rule):
-        """action=body: answer with the rule's body as it is (malformed
-        lists, odd events); a watch gets it as one chunk of a 200 stream,
-        which then ends."""
-        raw = (rule.get('body') or '').encode()
-        if req.verb == 'watch':
-            conn = req.conn
-            req.status = 'streaming'
-            self._start_stream(conn)
-            if raw:
-                conn.send(b'%x\r\n%s\r\n' % (len(raw), raw))
-            conn.send(b'0\r\n\r\n')
-            req.status = 'clean'
-            return None
-        answer = fault_body(rule)
-        self.counters.response(req, answer[0])
-        return answer
-
     def _start_stream(self, conn, req=None):
         conn.send(b'HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n'
                   b'Cache-Control: no-cache, private\r\n'
@@ -1357,9 +1336,7 @@ class Server:
                 self.faults.clear()
                 return {'cleared': True}
             if post:
-                action = p.get('action', 'error')
-                rule = {'status': int(p.get('status',
-                                            200 if action == 'body' else 500)),
+                rule = {'status': int(p.get('status', 200 if p.get('action') == 'body' else 500)),
                         'count': int(p.get('count', 1)),
                         'verb': p.get('verb') or None,
                         'path': p.get('path') or None,
