@@ -158,13 +158,18 @@ use Test::More;
 use Time::HiRes qw(time usleep);
 use PaidbTest;
 
-# Memory limits (kB of RssAnon): during a scenario, and once it is over.
-our $PEAK_LIMIT = 256 * 1024;
-our $AFTER_LIMIT = 96 * 1024;
+# PAIDB_TEST_MEMORY_FACTOR and PAIDB_TEST_SLOW (set by test/suites/90_asan.sh:
+# shadow memory and redzones multiply a worker's RSS, and everything is slower).
+our $MEMORY_FACTOR = $ENV{PAIDB_TEST_MEMORY_FACTOR} // 1;
+our $SLOW = $ENV{PAIDB_TEST_SLOW} // 1;
+
+# Memory limits (MB of RssAnon): during a scenario, and once it is over.
+our $PEAK_MB = 256 * $MEMORY_FACTOR;
+our $AFTER_MB = 96 * $MEMORY_FACTOR;
 
 # How long paidb may take to recover once the server is sane (watch backoff
 # is at most 30 s; a job's retry backoff too).
-our $RECOVER_SECS = $ENV{PAIDB_HOSTILE_RECOVER_SECS} // 90;
+our $RECOVER_SECS = ($ENV{PAIDB_HOSTILE_RECOVER_SECS} // 90) * $SLOW;
 
 my %WATCHERS = ('framework watcher' => 1, 'event watcher' => 1);
 
@@ -214,7 +219,7 @@ sub scenario
 	my @trigger = split /,/, ($o{trigger} // ($mode =~ /^list_/ ? 'list' : $watch_mode ? 'watch' : 'create,patch'));
 	my $min = $o{min} // 2;
 	my @error = @{ $o{error} // ($watch_mode ? ['framework watcher'] : ['sync']) };
-	my $secs = $o{secs} // 10;
+	my $secs = ($o{secs} // 10) * $SLOW;
 
 	Test::More::subtest($mode => sub {
 		my $t0 = time();
@@ -271,15 +276,15 @@ sub scenario
 		my $after;
 		ok(PaidbTest::wait_until(sub {
 			$after = worker_rss($node);
-			return 3 == grep { $after->{$_} < $AFTER_LIMIT } keys %$after;
-		}, 20), 'the workers\' memory is back under 96 MB')
+			return 3 == grep { $after->{$_} < $AFTER_MB * 1024 } keys %$after;
+		}, 20 * $SLOW), "the workers' memory is back under $AFTER_MB MB")
 		  or diag(explain($after));
 
 		# memory: the peak over the hostile phase and the recovery
 		my $peak = $self->{sampler}->peak;
 		for my $w (sort keys %$peak)
 		{
-			cmp_ok($peak->{$w}, '<', $PEAK_LIMIT, "$w: peak RssAnon during the scenario under 256 MB")
+			cmp_ok($peak->{$w}, '<', $PEAK_MB * 1024, "$w: peak RssAnon during the scenario under $PEAK_MB MB")
 			  or diag("$w peaked at $peak->{$w} kB");
 		}
 
