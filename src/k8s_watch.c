@@ -129,6 +129,7 @@ typedef struct K8sFrame
 	char	   *type;			/* decoded notes, or NULL */
 	char	   *name;
 	char	   *rv;
+	bool		name_too_long;	/* a metadata.name beyond K8S_FRAME_NOTE_MAX */
 	size_t		obj_start;		/* watch: the object inside text */
 	size_t		obj_len;
 } K8sFrame;
@@ -599,6 +600,7 @@ k8s_framer_take(K8sFramer *fr, MemoryContext mcxt)
 	f->type = k8s_noted_string(mcxt, &fr->notes[NOTE_TYPE]);
 	f->name = k8s_noted_string(mcxt, &fr->notes[NOTE_NAME]);
 	f->rv = k8s_noted_string(mcxt, &fr->notes[NOTE_RV]);
+	f->name_too_long = fr->notes[NOTE_NAME].set && fr->notes[NOTE_NAME].too_long;
 	if (fr->watch)
 	{
 		f->first = fr->obj_first;
@@ -930,6 +932,7 @@ k8s_watch_next_event(K8sWatch *watch)
 {
 	K8sFrame   *f;
 	K8sWatchEvent *e;
+	bool		name_too_long;
 
 	f = k8s_queue_pop(&watch->queue, &watch->nqueued);
 	if (f == NULL)
@@ -941,6 +944,7 @@ k8s_watch_next_event(K8sWatch *watch)
 		f->type ? pstrdup(f->type) : pstrdup("(none)");
 	e->name = k8s_pstrdup_or_null(f->name);
 	e->resource_version = k8s_pstrdup_or_null(f->rv);
+	name_too_long = f->name_too_long;
 	if (f->oversized || f->obj_len > (size_t) paidb_max_object_bytes)
 	{
 		e->oversized = true;
@@ -969,7 +973,8 @@ k8s_watch_next_event(K8sWatch *watch)
 	else if (e->type == K8S_WATCH_BOOKMARK && e->resource_version == NULL)
 		e->problem = "the bookmark has no metadata.resourceVersion";
 	else if (e->type != K8S_WATCH_BOOKMARK && e->name == NULL)
-		e->problem = "its object has no metadata.name";
+		e->problem = name_too_long ? "its object has a metadata.name of more than 1 kB" :
+			"its object has no metadata.name";
 
 	/* a position must be one the server can be asked for again */
 	if (e->problem == NULL && e->type != K8S_WATCH_ERROR && e->resource_version != NULL)
@@ -1202,8 +1207,11 @@ k8s_list_item_done(K8sList *l)
 	}
 	if (f->name == NULL || f->name[0] == '\0')
 	{
+		bool		too_long = f->name_too_long;
+
 		k8s_frame_free(f);
-		k8s_list_set_bad(l, psprintf("item %d has no metadata.name", l->nitems + 1));
+		k8s_list_set_bad(l, psprintf(too_long ? "item %d has a metadata.name of more than 1 kB" :
+									 "item %d has no metadata.name", l->nitems + 1));
 		return false;
 	}
 	dlist_push_tail(&l->queue, &f->node);
@@ -1570,8 +1578,8 @@ k8s_watch_fuzz_new(K8sRequest *req)
 	w->req = req;
 	w->end = K8S_WATCH_OPEN;
 	dlist_init(&w->queue);
+	k8s_framer_init(&w->fr, k8s_request_context(req), 0, K8S_EVENT_SLACK, true);
 	k8s_request_set_stream(req, &k8s_watch_ops, w);
-	w->tok = k8s_new_tokener();
 	return w;
 }
 
@@ -1597,8 +1605,9 @@ k8s_list_fuzz_new(K8sRequest *req)
 	l->state = LS_START;
 	l->remaining = -1;
 	dlist_init(&l->queue);
+	k8s_framer_init(&l->fr, k8s_request_context(req), K8S_LIST_MEMBER_MAX, 0, false);
+	k8s_framer_init(&l->item_fr, k8s_request_context(req), 0, 0, false);
 	k8s_request_set_stream(req, &k8s_list_ops, l);
-	l->tok = k8s_new_tokener();
 	return l;
 }
 

@@ -159,6 +159,7 @@ ok(poll($node, $kept), 'the jobs are still running and synced');
 		'{"type":"MODIFIED","object":"a string"}',
 		'{"type":"MODIFIED","object":{"metadata":{}}}',
 		'{"object":{"metadata":{"name":"nscjob1"}}}',
+		'{"type":"MODIFIED","object":{"metadata":{"name":"' . ('a' x 10000) . '"}}}',
 		'{"type":"BOOKMARK","object":{"metadata":{"resourceVersion":"xyz"}}}') . "\n";
 	$fake->fault(verb => 'watch', resource => 'frameworks', action => 'body', body => $body, count => 1);
 	$fake->cut_watches('end', 'frameworks');
@@ -169,9 +170,11 @@ ok(poll($node, $kept), 'the jobs are still running and synced');
 	ok(wait_log($node, qr/a MODIFIED event: its object has no metadata.name/, $off),
 		'an event without a name is skipped');
 	ok(wait_log($node, qr/the event has no type/, $off), 'an event without a type is skipped');
+	ok(wait_log($node, qr/its object has a metadata.name of more than 1 kB/, $off),
+		'an event with a 10,000-character name is skipped');
 	ok(wait_log($node, qr/resourceVersion "xyz" of a BOOKMARK event is not a decimal number/, $off),
 		'a non-decimal bookmark is not adopted');
-	cmp_ok(watcher_status()->{errors}, '>=', $errors + 5, 'each is counted in status()');
+	cmp_ok(watcher_status()->{errors}, '>=', $errors + 6, 'each is counted in status()');
 	my $log = log_since($node, $off);
 	unlike($log, qr/invalid JSON in watch stream|without type or object/, 'none is taken for a broken stream');
 	isnt(query($node, q{SELECT resource_version FROM paidb.watch_state WHERE watcher = 'frameworks'}), 'xyz',
