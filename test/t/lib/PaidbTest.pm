@@ -29,6 +29,7 @@ use KubeFake;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use POSIX ();
 use Time::HiRes qw(time usleep);
 use Time::Local qw(timegm);
 
@@ -37,7 +38,7 @@ our @EXPORT = qw(job_name job_request bare_framework submit try_submit query pol
   fake_create_attempts fake_counter fake_requests fake_request_times
   fake_watches fake_delete_directly sql_json
   install_state_log state_log_sql state_path worker_pid wait_for_workers log_since
-  worker_exits crash_lines);
+  worker_exits crash_lines worker_rss);
 
 # How long any single condition may take to become true (seconds).
 our $WAIT = 60;
@@ -93,7 +94,8 @@ my @nodes;
 # resync_interval (default 3s), watch_timeout (default 30s), token_file
 # (paidb.k8s_token_file), restart_after_crash (default on), init (hash ref of
 # arguments to init, e.g. { allows_streaming => 1 }), conf (more
-# postgresql.conf lines, which win over the ones above).
+# postgresql.conf lines, which win over the ones above), url (the API
+# server's URL when it is not $fake's, e.g. a proxy in front of it).
 #
 # restart_after_crash is on unless told (the test harness turns it off, a
 # real server has it on): a crashing paidb worker then costs a crash
@@ -108,7 +110,7 @@ sub new_node
 	my $resync = $o{resync_interval} // '3s';
 	my $watch_timeout = $o{watch_timeout} // '30s';
 	my $restart = $o{restart_after_crash} // 'on';
-	my $url = $fake->url;
+	my $url = $o{url} // $fake->url;
 	my $token = defined $o{token_file} ? "paidb.k8s_token_file = '$o{token_file}'\n" : '';
 	$node->append_conf('postgresql.conf', qq{
 shared_preload_libraries = 'paidb'
@@ -550,11 +552,12 @@ sub log_since
 	return PostgreSQL::Test::Utils::slurp_file($node->logfile, $offset // 0);
 }
 
-# How many times a paidb worker ('framework watcher'...) exited, by the server log.
+# How many times a paidb worker ('framework watcher'...) exited, by the server
+# log (from byte $offset on, default the whole log).
 sub worker_exits
 {
-	my ($node, $worker) = @_;
-	my @exits = (log_since($node)
+	my ($node, $worker, $offset) = @_;
+	my @exits = (log_since($node, $offset)
 		  =~ /background worker "paidb \Q$worker\E" \(PID \d+\) exited with exit code/g);
 	return scalar(@exits);
 }
@@ -562,19 +565,189 @@ sub worker_exits
 # The server log lines that tell of a crashed process (a signal other than
 # the SIGKILLs a test sent itself when allow_kill, an assertion, a PANIC),
 # each with the line after it (which says what the process was doing).
+# Option offset: only the log from that byte on.
 sub crash_lines
 {
 	my ($node, %o) = @_;
-	my @lines = split /\n/, log_since($node);
+	my @lines = split /\n/, log_since($node, $o{offset});
 	my @out;
 	for my $i (0 .. $#lines)
 	{
-		next unless $lines[$i] =~ /TRAP:|terminated by signal|PANIC/;
-		next if $o{allow_kill} && $lines[$i] =~ /terminated by signal 9: Killed/;
+		next unless $lines[$i] =~ /TRAP:|terminated by signal|PANIC|terminating any other active server processes/;
+		next if $o{allow_kill}
+		  && $lines[$i] =~ /terminated by signal 9: Killed|terminating any other active server processes/;
 		push @out, $lines[$i];
 		push @out, $lines[ $i + 1 ] if $i < $#lines && $lines[ $i + 1 ] =~ /DETAIL/;
 	}
 	return @out;
+}
+
+# ---------------------------------------------------------------- memory
+
+# The pid of a node's postmaster (from postmaster.pid), or undef.
+sub _postmaster_pid
+{
+	my ($node) = @_;
+	open(my $fh, '<', $node->data_dir . '/postmaster.pid') or return undef;
+	my $pid = <$fh>;
+	close($fh);
+	return defined $pid && $pid =~ /^(\d+)/ ? $1 : undef;
+}
+
+# The paidb workers of a node, from /proc: {pid => worker name} for every
+# child of the postmaster whose process title names a paidb worker.
+sub _worker_pids
+{
+	my ($postmaster) = @_;
+	my %out;
+	return \%out unless $postmaster;
+	opendir(my $dh, '/proc') or return \%out;
+	for my $pid (grep { /^\d+$/ } readdir $dh)
+	{
+		open(my $st, '<', "/proc/$pid/stat") or next;
+		my $stat = <$st> // '';
+		close($st);
+		next unless $stat =~ /\) \S (\d+) / && $1 == $postmaster;
+		open(my $cl, '<', "/proc/$pid/cmdline") or next;
+		my $cmd = <$cl> // '';
+		close($cl);
+		$out{$pid} = $1 if $cmd =~ /paidb (sync|framework watcher|event watcher)/;
+	}
+	closedir($dh);
+	return \%out;
+}
+
+# RssAnon (kB) of a process, or undef when it is gone.
+sub _rss_anon
+{
+	my ($pid) = @_;
+	open(my $fh, '<', "/proc/$pid/status") or return undef;
+	local $/;
+	my $s = <$fh> // '';
+	close($fh);
+	return $s =~ /^RssAnon:\s+(\d+) kB/m ? $1 : undef;
+}
+
+# Private memory (RssAnon, kB) of each paidb worker now: {worker name => kB}.
+sub worker_rss
+{
+	my ($node) = @_;
+	my $pids = _worker_pids(_postmaster_pid($node));
+	my %out;
+	for my $pid (keys %$pids)
+	{
+		my $kb = _rss_anon($pid);
+		$out{ $pids->{$pid} } = $kb if defined $kb && $kb > ($out{ $pids->{$pid} } // -1);
+	}
+	return \%out;
+}
+
+my @samplers;
+
+# Start a process that samples the RssAnon of the node's paidb workers every
+# 20 ms (the list of workers every 0.5 s, so restarted ones are followed)
+# and keeps the peak of each since the last reset.  Returns an object with
+# ->reset, ->peak ({worker name => kB}) and ->stop.  A short spike between
+# two samples can be missed; what this catches is memory held for longer.
+sub rss_sampler
+{
+	my ($node) = @_;
+	my $dir = PostgreSQL::Test::Utils::tempdir;
+	my $postmaster = _postmaster_pid($node);
+	my $parent = $$;
+	my $pid = fork();
+	croak "fork: $!" unless defined $pid;
+	if ($pid == 0)
+	{
+		my (%peak, $pids);
+		my $refreshed = 0;
+		my $end = time() + 3600;
+		while (time() < $end && getppid() == $parent)
+		{
+			if (-e "$dir/reset")
+			{
+				%peak = ();
+				unlink "$dir/peak";
+				unlink "$dir/reset";
+				open(my $a, '>', "$dir/reset-done");
+				close($a);
+			}
+			if (time() - $refreshed > 0.5)
+			{
+				$pids = _worker_pids($postmaster);
+				$refreshed = time();
+			}
+			my $changed = 0;
+			for my $p (keys %$pids)
+			{
+				my $kb = _rss_anon($p) // next;
+				my $w = $pids->{$p};
+				if ($kb > ($peak{$w} // -1)) { $peak{$w} = $kb; $changed = 1; }
+			}
+			if ($changed || !-e "$dir/peak")
+			{
+				open(my $fh, '>', "$dir/peak.tmp") or POSIX::_exit(1);
+				print $fh "$_\t$peak{$_}\n" for sort keys %peak;
+				close($fh);
+				rename "$dir/peak.tmp", "$dir/peak";
+			}
+			usleep(20_000);
+		}
+		POSIX::_exit(0);
+	}
+	my $self = bless { pid => $pid, dir => $dir }, 'PaidbTest::RssSampler';
+	push @samplers, $self;
+	return $self;
+}
+
+package PaidbTest::RssSampler;
+
+use Time::HiRes qw(time usleep);
+
+# Forget the peaks so far (waits until the sampler has done so).
+sub reset
+{
+	my ($self) = @_;
+	unlink "$self->{dir}/reset-done";
+	open(my $fh, '>', "$self->{dir}/reset");
+	close($fh);
+	my $deadline = time() + 10;
+	usleep(10_000) until -e "$self->{dir}/reset-done" || time() > $deadline;
+	return;
+}
+
+# The peak RssAnon (kB) of each worker since the last reset.
+sub peak
+{
+	my ($self) = @_;
+	my %out;
+	open(my $fh, '<', "$self->{dir}/peak") or return \%out;
+	while (my $l = <$fh>)
+	{
+		chomp $l;
+		my ($w, $kb) = split /\t/, $l;
+		$out{$w} = $kb;
+	}
+	close($fh);
+	return \%out;
+}
+
+# Stop the sampler.
+sub stop
+{
+	my ($self) = @_;
+	my $pid = delete $self->{pid} or return;
+	kill 'TERM', $pid;
+	waitpid($pid, 0);
+	return;
+}
+
+package PaidbTest;
+
+END
+{
+	local $?;
+	$_->stop for @samplers;
 }
 
 1;
