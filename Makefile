@@ -8,6 +8,7 @@ MODULE_big = paidb
 # Objects are listed explicitly: a stray file in src/ must not change the build.
 OBJS = \
 	src/paidb.o \
+	src/worker_retention.o \
 	src/guc.o \
 	src/merge_patch.o \
 	src/history.o \
@@ -36,7 +37,7 @@ SHLIB_LINK = $(shell pkg-config --libs json-c libcurl zlib yaml-0.1)
 PG_CFLAGS = -Wall -Wextra -Wno-unused-parameter
 
 # pg_regress suites (sql/NAME.sql, expected/NAME.out); they need no preload.
-REGRESS = init merge_patch history framework_state snapshot write_merger bad_input
+REGRESS = init merge_patch history framework_state snapshot write_merger bad_input life_cycle
 REGRESS_OPTS = --inputdir=$(srcdir) --dbname=paidb_regression
 
 # TAP tests (PostgreSQL::Test::Cluster + the fake API server) run with

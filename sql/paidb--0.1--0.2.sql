@@ -17,3 +17,243 @@
 -------------------------------------------------------------------------------
 -- §10 job queries and data life cycle
 -------------------------------------------------------------------------------
+
+-- Exact job counts (docs/queries.md).  Every write to paidb.framework that
+-- adds, removes or re-keys a job appends a +1/-1 row to job_count_delta:
+-- insert-only, so concurrent submissions never wait on each other for a
+-- counter row.  paidb.compact_job_counts() (the retention worker calls it
+-- every cycle) folds the deltas into job_count in one transaction, so
+-- job_counts (the sum of both) is exact under any snapshot.
+CREATE TABLE paidb.job_count (
+    user_name text,
+    virtual_cluster text,
+    state text,
+    job_priority text,
+    archived boolean NOT NULL,
+    n bigint NOT NULL,
+    CONSTRAINT job_count_key UNIQUE NULLS NOT DISTINCT
+        (user_name, virtual_cluster, state, job_priority, archived)
+);
+COMMENT ON TABLE paidb.job_count IS 'Jobs per (user, virtual cluster, state, priority, archived), as of the last compaction';
+
+CREATE TABLE paidb.job_count_delta (
+    user_name text,
+    virtual_cluster text,
+    state text,
+    job_priority text,
+    archived boolean NOT NULL,
+    n integer NOT NULL
+);
+COMMENT ON TABLE paidb.job_count_delta IS 'Changes to paidb.job_count not yet compacted';
+
+-- The counts as of now: what the web portal's totals are computed from.
+CREATE VIEW paidb.job_counts AS
+SELECT user_name, virtual_cluster, state, job_priority, archived,
+       pg_catalog.sum(n)::bigint AS n
+  FROM (SELECT user_name, virtual_cluster, state, job_priority, archived, n FROM paidb.job_count
+        UNION ALL
+        SELECT user_name, virtual_cluster, state, job_priority, archived, n FROM paidb.job_count_delta) c
+ GROUP BY user_name, virtual_cluster, state, job_priority, archived
+HAVING pg_catalog.sum(n) OPERATOR(pg_catalog.<>) 0;
+
+-- Trigger: one delta row per counted change of paidb.framework.
+CREATE FUNCTION paidb.framework_count_trigger()
+RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, paidb
+AS $fn$
+BEGIN
+    IF TG_OP IN ('UPDATE', 'DELETE') THEN
+        INSERT INTO paidb.job_count_delta VALUES
+            (OLD.user_name, OLD.virtual_cluster, OLD.state, OLD.job_priority, OLD.archived, -1);
+    END IF;
+    IF TG_OP IN ('UPDATE', 'INSERT') THEN
+        INSERT INTO paidb.job_count_delta VALUES
+            (NEW.user_name, NEW.virtual_cluster, NEW.state, NEW.job_priority, NEW.archived, 1);
+    END IF;
+    RETURN NULL;
+END
+$fn$;
+
+CREATE TRIGGER framework_count_insert_delete AFTER INSERT OR DELETE ON paidb.framework
+    FOR EACH ROW EXECUTE FUNCTION paidb.framework_count_trigger();
+-- Status updates that keep the counted columns (nearly all of them) do not
+-- call the function at all: the WHEN is checked by the executor.
+CREATE TRIGGER framework_count_update AFTER UPDATE OF user_name, virtual_cluster, state, job_priority, archived
+    ON paidb.framework FOR EACH ROW
+    WHEN (OLD.user_name IS DISTINCT FROM NEW.user_name
+          OR OLD.virtual_cluster IS DISTINCT FROM NEW.virtual_cluster
+          OR OLD.state IS DISTINCT FROM NEW.state
+          OR OLD.job_priority IS DISTINCT FROM NEW.job_priority
+          OR OLD.archived IS DISTINCT FROM NEW.archived)
+    EXECUTE FUNCTION paidb.framework_count_trigger();
+
+-- Fold the deltas into job_count; returns the number of delta rows folded.
+CREATE FUNCTION paidb.compact_job_counts()
+RETURNS bigint
+LANGUAGE sql
+SECURITY DEFINER SET search_path = pg_catalog, paidb
+AS $fn$
+    WITH d AS (DELETE FROM paidb.job_count_delta
+               RETURNING user_name, virtual_cluster, state, job_priority, archived, n),
+         s AS (SELECT user_name, virtual_cluster, state, job_priority, archived,
+                      pg_catalog.sum(n) AS n, pg_catalog.count(*) AS rows
+                 FROM d GROUP BY user_name, virtual_cluster, state, job_priority, archived),
+         u AS (INSERT INTO paidb.job_count AS c (user_name, virtual_cluster, state, job_priority, archived, n)
+               SELECT user_name, virtual_cluster, state, job_priority, archived, n FROM s
+               ON CONFLICT ON CONSTRAINT job_count_key DO UPDATE SET n = c.n OPERATOR(pg_catalog.+) EXCLUDED.n)
+    SELECT COALESCE(pg_catalog.sum(rows), 0)::bigint FROM s;
+$fn$;
+
+-- The counts of the jobs that exist when this script runs (an upgrade).
+INSERT INTO paidb.job_count (user_name, virtual_cluster, state, job_priority, archived, n)
+SELECT user_name, virtual_cluster, state, job_priority, archived, pg_catalog.count(*)
+  FROM paidb.framework
+ GROUP BY user_name, virtual_cluster, state, job_priority, archived;
+
+-- Hide a job from the default listings (OpenPAI's `archived`), or show it
+-- again; nothing else changes.  Returns whether the flag changed.
+CREATE FUNCTION paidb.archive_job(name text, archived boolean DEFAULT true)
+RETURNS boolean
+LANGUAGE plpgsql
+SECURITY DEFINER SET search_path = pg_catalog, paidb
+AS $fn$
+DECLARE
+    was boolean;
+BEGIN
+    IF archive_job.name IS NULL OR archive_job.archived IS NULL THEN
+        RAISE EXCEPTION 'name and archived must not be null' USING ERRCODE = '22004';
+    END IF;
+    SELECT f.archived INTO was FROM paidb.framework f WHERE f.name = archive_job.name FOR NO KEY UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'job "%" does not exist', archive_job.name USING ERRCODE = 'P0002';
+    END IF;
+    IF was = archive_job.archived THEN
+        RETURN false;
+    END IF;
+    UPDATE paidb.framework f SET archived = archive_job.archived, updated_at = pg_catalog.now()
+     WHERE f.name = archive_job.name;
+    RETURN true;
+END
+$fn$;
+
+-- The rows of one job in every table; the job row must be locked already.
+CREATE FUNCTION paidb.delete_job_rows(name text)
+RETURNS void
+LANGUAGE sql
+SET search_path = pg_catalog, paidb
+AS $fn$
+    DELETE FROM paidb.framework_history WHERE framework_name = delete_job_rows.name;
+    DELETE FROM paidb.task_history WHERE framework_name = delete_job_rows.name;
+    DELETE FROM paidb.pod WHERE framework_name = delete_job_rows.name;
+    DELETE FROM paidb.framework_event WHERE framework_name = delete_job_rows.name;
+    DELETE FROM paidb.pod_event WHERE framework_name = delete_job_rows.name;
+    DELETE FROM paidb.tag WHERE framework_name = delete_job_rows.name;
+    DELETE FROM paidb.framework WHERE framework.name = delete_job_rows.name;
+$fn$;
+
+-- Remove a job that is completed and gone from the API server, with its
+-- history, task history, pods, events and tags.
+CREATE FUNCTION paidb.delete_job(name text)
+RETURNS void
+LANGUAGE plpgsql
+SECURITY DEFINER SET search_path = pg_catalog, paidb
+AS $fn$
+DECLARE
+    f record;
+BEGIN
+    IF delete_job.name IS NULL THEN
+        RAISE EXCEPTION 'name must not be null' USING ERRCODE = '22004';
+    END IF;
+    -- the same row lock a watch event takes: no event is merged half-way
+    SELECT j.sub_state, j.state, j.api_server_deleted INTO f
+      FROM paidb.framework j WHERE j.name = delete_job.name FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'job "%" does not exist', delete_job.name USING ERRCODE = 'P0002';
+    END IF;
+    IF f.sub_state IS DISTINCT FROM 'Completed' OR NOT f.api_server_deleted THEN
+        RAISE EXCEPTION 'job "%" cannot be deleted', delete_job.name
+            USING ERRCODE = '55000',
+                  DETAIL = pg_catalog.format('The job is %s and %s.', COALESCE(f.state, 'UNKNOWN'),
+                      CASE WHEN f.api_server_deleted THEN 'gone from the API server'
+                           ELSE 'still in the API server' END),
+                  HINT = 'Only a completed job that the API server has deleted can be deleted; stop it first.';
+    END IF;
+    PERFORM paidb.delete_job_rows(delete_job.name);
+END
+$fn$;
+
+-- One retention batch (the retention worker's unit of work): delete up to
+-- `batch` jobs that completed before now() - job_age and are gone from the
+-- API server, then up to `batch` events last seen before now() - event_age.
+-- NULL ages skip that part.  Jobs locked by someone else are skipped, never
+-- waited for.  Returns what was deleted.
+CREATE FUNCTION paidb.retention_batch(job_age interval, event_age interval, batch integer DEFAULT 100,
+    OUT jobs_deleted bigint, OUT events_deleted bigint)
+RETURNS record
+LANGUAGE plpgsql
+SECURITY DEFINER SET search_path = pg_catalog, paidb
+AS $fn$
+DECLARE
+    victim text;
+    n bigint;
+BEGIN
+    jobs_deleted := 0;
+    events_deleted := 0;
+    IF job_age IS NOT NULL THEN
+        FOR victim IN
+            SELECT f.name FROM paidb.framework f
+             WHERE f.api_server_deleted AND f.sub_state = 'Completed'
+               AND f.completion_time OPERATOR(pg_catalog.<) (pg_catalog.now() OPERATOR(pg_catalog.-) job_age)
+             ORDER BY f.completion_time
+             LIMIT batch
+             FOR UPDATE SKIP LOCKED
+        LOOP
+            PERFORM paidb.delete_job_rows(victim);
+            jobs_deleted := jobs_deleted OPERATOR(pg_catalog.+) 1;
+        END LOOP;
+    END IF;
+    IF event_age IS NOT NULL THEN
+        DELETE FROM paidb.framework_event e
+         WHERE e.ctid = ANY (ARRAY(
+            SELECT x.ctid FROM paidb.framework_event x
+             WHERE COALESCE(x.last_timestamp, x.updated_at)
+                   OPERATOR(pg_catalog.<) (pg_catalog.now() OPERATOR(pg_catalog.-) event_age)
+             LIMIT batch FOR UPDATE SKIP LOCKED));
+        GET DIAGNOSTICS n = ROW_COUNT;
+        events_deleted := n;
+        DELETE FROM paidb.pod_event e
+         WHERE e.ctid = ANY (ARRAY(
+            SELECT x.ctid FROM paidb.pod_event x
+             WHERE x.updated_at OPERATOR(pg_catalog.<) (pg_catalog.now() OPERATOR(pg_catalog.-) event_age)
+             LIMIT batch FOR UPDATE SKIP LOCKED));
+        GET DIAGNOSTICS n = ROW_COUNT;
+        events_deleted := events_deleted OPERATOR(pg_catalog.+) n;
+    END IF;
+END
+$fn$;
+
+-- Indexes the life cycle needs: expired jobs, expired events.
+-- (not on updated_at: an index on it would make every status update non-HOT)
+CREATE INDEX framework_expired_idx ON paidb.framework (completion_time)
+    WHERE api_server_deleted AND sub_state = 'Completed';
+CREATE INDEX framework_event_last_timestamp_idx ON paidb.framework_event
+    ((COALESCE(last_timestamp, updated_at)));
+CREATE INDEX pod_event_updated_at_idx ON paidb.pod_event (updated_at);
+CREATE INDEX tag_name_idx ON paidb.tag (name, framework_name);
+
+REVOKE ALL ON paidb.job_count, paidb.job_count_delta, paidb.job_counts FROM PUBLIC;
+GRANT SELECT ON paidb.job_count, paidb.job_count_delta, paidb.job_counts TO paidb_writer, paidb_reader;
+REVOKE ALL ON FUNCTION
+    paidb.framework_count_trigger(),
+    paidb.compact_job_counts(),
+    paidb.archive_job(text, boolean),
+    paidb.delete_job_rows(text),
+    paidb.delete_job(text),
+    paidb.retention_batch(interval, interval, integer)
+    FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION
+    paidb.compact_job_counts(),
+    paidb.archive_job(text, boolean),
+    paidb.delete_job(text)
+    TO paidb_writer;

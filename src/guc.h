@@ -17,6 +17,10 @@ extern bool paidb_retain_mode;
 extern int	paidb_watch_timeout_s;
 extern int	paidb_list_page_size;
 extern int	paidb_max_request_bytes;
+extern int	paidb_retention_s;
+extern int	paidb_event_retention_s;
+extern int	paidb_retention_interval_ms;
+extern int	paidb_retention_batch_size;
 
 extern void paidb_define_gucs(void);
 

@@ -27,6 +27,7 @@
 #include "common/pg_prng.h"
 #include "guc.h"
 #include "worker_common.h"
+#include "worker_retention.h"
 
 MemoryContext paidb_worker_context = NULL;
 
@@ -36,7 +37,7 @@ extern void paidb_sync_main(void);
 extern void paidb_framework_watcher_main(void);
 extern void paidb_event_watcher_main(void);
 
-/* Register the three workers; called from _PG_init when preloaded. */
+/* Register the workers; called from _PG_init when preloaded. */
 void
 paidb_register_workers(void)
 {
@@ -76,6 +77,9 @@ paidb_worker_main(Datum main_arg)
 			break;
 		case PAIDB_WORKER_EVENT_WATCHER:
 			paidb_event_watcher_main();
+			break;
+		case PAIDB_WORKER_RETENTION:
+			paidb_retention_main();
 			break;
 		default:
 			elog(ERROR, "unknown paidb worker %d", (int) kind);

@@ -87,16 +87,16 @@ sub wait_workers
 	my $st;
 	wait_until(sub {
 		$st = status_of($n);
-		return 3 == grep { $_->{pid} > 0 && $_->{state} !~ /waiting|starting/ } values %$st;
+		return 4 == grep { $_->{pid} > 0 && $_->{state} !~ /waiting|starting/ } values %$st;
 	}, $secs);
 	return $st;
 }
 
 my $st = wait_workers($node);
-is(scalar(grep { $_->{pid} > 0 } values %$st), 3, 'three workers run on the primary')
+is(scalar(grep { $_->{pid} > 0 } values %$st), 4, 'four workers run on the primary')
   or diag explain $st;
-is_deeply([ sort keys %$st ], [ 'event watcher', 'framework watcher', 'sync' ],
-	'status() names the sync worker and the two watchers');
+is_deeply([ sort keys %$st ], [ 'event watcher', 'framework watcher', 'retention', 'sync' ],
+	'status() names the sync worker, the two watchers and the retention worker');
 ok(wait_until(sub { $fake1->wait_for_watches(2, 1) }), 'both watchers watch the API server');
 for my $w (sort keys %$st)
 {
@@ -236,7 +236,7 @@ for my $w (sort keys %$st)
 }
 
 # ---------------------------------------------------------------- restart after a crash
-for my $w ('sync', 'framework watcher', 'event watcher')
+for my $w ('sync', 'framework watcher', 'event watcher', 'retention')
 {
 	my $old = status_of($node)->{$w}{pid};
 	my $lists = fake_counter($fake1, 'list frameworks');
