@@ -33,6 +33,19 @@ UNION ALL
 (SELECT 'job_counts', user_name, virtual_cluster, state, job_priority, archived, n FROM paidb.job_counts
  EXCEPT SELECT 'job_counts', user_name, virtual_cluster, state, job_priority, archived, count(*)
    FROM paidb.framework GROUP BY 2, 3, 4, 5, 6);
+-- rows where paidb.job_summary differs from paidb.framework (none: empty)
+CREATE VIEW pg_temp.summary_errors AS
+(SELECT 'framework' AS source, name, job_name, user_name, execution_type, submission_time, creation_time,
+        launch_time, virtual_cluster, total_gpu_number, total_task_number, total_task_role_number,
+        job_priority, retries, retry_delay_time, platform_retries, resource_retries, user_retries,
+        completion_time, app_exit_code, sub_state, state, archived FROM paidb.framework
+ EXCEPT SELECT 'framework', * FROM paidb.job_summary)
+UNION ALL
+(SELECT 'job_summary', * FROM paidb.job_summary
+ EXCEPT SELECT 'job_summary', name, job_name, user_name, execution_type, submission_time, creation_time,
+        launch_time, virtual_cluster, total_gpu_number, total_task_number, total_task_role_number,
+        job_priority, retries, retry_delay_time, platform_retries, resource_retries, user_retries,
+        completion_time, app_exit_code, sub_state, state, archived FROM paidb.framework);
 
 SELECT pg_temp.submit('run1', 'alice', 'default', 'prod'), pg_temp.submit('run2', 'alice', 'vc2', NULL),
        pg_temp.submit('done1', 'bob', 'default', 'prod'), pg_temp.submit('done2', 'bob', 'default', NULL),
@@ -44,15 +57,19 @@ SELECT pg_temp.event('DELETED', j, 12, 'Completed', 0, '2020-08-01 11:00:00+00')
 SELECT pg_temp.event('DELETED', 'done3', 12, 'Completed', 1, now() - interval '1 hour');
 SELECT name, user_name, virtual_cluster, job_priority, state, sub_state, api_server_deleted
   FROM paidb.framework ORDER BY name;
+SELECT name, job_name, user_name, virtual_cluster, job_priority, state, completion_time IS NOT NULL AS completed, archived
+  FROM paidb.job_summary ORDER BY name;
 
 -- Counts: exact before and after compaction
 SELECT * FROM pg_temp.count_errors;
+SELECT name, source FROM pg_temp.summary_errors;
 SELECT sum(n) AS total, sum(n) FILTER (WHERE user_name = 'bob') AS bob,
        sum(n) FILTER (WHERE virtual_cluster = 'vc2' AND state = 'FAILED') AS vc2_failed
   FROM paidb.job_counts WHERE NOT archived;
 SELECT paidb.compact_job_counts() > 0 AS folded;
 SELECT count(*) AS deltas_left FROM paidb.job_count_delta;
 SELECT * FROM pg_temp.count_errors;
+SELECT name, source FROM pg_temp.summary_errors;
 SELECT paidb.compact_job_counts() AS folded_again;
 
 -- Archive: hides from the default listing, and nothing else changes
@@ -65,6 +82,7 @@ SELECT count(*) AS other_columns_differ FROM (
   SELECT (to_jsonb(b) - 'archived' - 'updated_at') = (to_jsonb(f) - 'archived' - 'updated_at') AS same
     FROM before b JOIN paidb.framework f USING (name)) s WHERE NOT same;
 SELECT * FROM pg_temp.count_errors;
+SELECT name, source FROM pg_temp.summary_errors;
 SELECT paidb.archive_job('run1', false) AS unarchived;
 SELECT archived FROM paidb.framework WHERE name = 'run1';
 SELECT pg_temp.try($$SELECT paidb.archive_job('nosuchjob')$$);
@@ -96,6 +114,7 @@ SELECT framework_name, name FROM paidb.tag ORDER BY 1, 2;
 SELECT uid FROM paidb.pod ORDER BY 1;
 SELECT pg_temp.try($$SELECT paidb.delete_job('done1')$$) AS twice;
 SELECT * FROM pg_temp.count_errors;
+SELECT name, source FROM pg_temp.summary_errors;
 
 -- Retention: exactly the expired jobs (completed, deleted, old enough);
 -- never done4 (still in the API server), never a running job
@@ -115,6 +134,10 @@ SELECT uid FROM paidb.pod_event ORDER BY 1;
 -- no ages: nothing
 SELECT * FROM paidb.retention_batch(NULL, NULL);
 SELECT * FROM pg_temp.count_errors;
+SELECT name, source FROM pg_temp.summary_errors;
+
+-- Keyword indexes: without pg_trgm a notice says how to get them
+SELECT paidb.create_keyword_indexes();
 
 -- Privileges: the writer archives and deletes; the reader does neither
 SET ROLE paidb_writer;
@@ -122,6 +145,7 @@ SELECT paidb.archive_job('run2');
 SELECT pg_temp.try($$SELECT paidb.delete_job('done3')$$) AS writer_delete;
 SELECT pg_temp.try($$SELECT * FROM paidb.retention_batch('1 day', NULL)$$) AS writer_retention;
 SELECT sum(n) AS writer_sees_counts FROM paidb.job_counts;
+SELECT count(*) AS writer_sees_summary FROM paidb.job_summary;
 RESET ROLE;
 SET ROLE paidb_reader;
 SELECT pg_temp.try($$SELECT paidb.archive_job('run2', false)$$) AS reader_archive;
@@ -129,6 +153,8 @@ SELECT pg_temp.try($$SELECT paidb.delete_job('done3')$$) AS reader_delete;
 SELECT pg_temp.try($$SELECT paidb.compact_job_counts()$$) AS reader_compact;
 SELECT pg_temp.try($$INSERT INTO paidb.job_count_delta VALUES ('x', 'x', 'x', 'x', false, 1000)$$) AS reader_insert;
 SELECT sum(n) AS reader_sees_counts FROM paidb.job_counts;
+SELECT count(*) AS reader_sees_summary FROM paidb.job_summary;
+SELECT pg_temp.try($$UPDATE paidb.job_summary SET archived = true$$) AS reader_update;
 RESET ROLE;
 SELECT pg_temp.try($$SET ROLE paidb_writer; INSERT INTO paidb.job_count_delta VALUES ('x', 'x', 'x', 'x', false, 1000)$$) AS writer_insert;
 RESET ROLE;
@@ -136,3 +162,4 @@ SELECT p.proname, p.prosecdef, p.proconfig FROM pg_proc p JOIN pg_namespace n ON
  WHERE n.nspname = 'paidb' AND p.proname IN ('archive_job', 'delete_job', 'retention_batch', 'compact_job_counts')
  ORDER BY 1;
 SELECT * FROM pg_temp.count_errors;
+SELECT name, source FROM pg_temp.summary_errors;

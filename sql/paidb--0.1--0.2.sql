@@ -18,6 +18,11 @@
 -- §10 job queries and data life cycle
 -------------------------------------------------------------------------------
 
+-- Writers wait while this section copies paidb.framework into the new
+-- structures and installs the trigger that keeps them, so that no write
+-- falls between the copy and the trigger.
+LOCK TABLE paidb.framework IN SHARE ROW EXCLUSIVE MODE;
+
 -- Exact job counts (docs/queries.md).  Every write to paidb.framework that
 -- adds, removes or re-keys a job appends a +1/-1 row to job_count_delta:
 -- insert-only, so concurrent submissions never wait on each other for a
@@ -56,37 +61,157 @@ SELECT user_name, virtual_cluster, state, job_priority, archived,
  GROUP BY user_name, virtual_cluster, state, job_priority, archived
 HAVING pg_catalog.sum(n) OPERATOR(pg_catalog.<>) 0;
 
--- Trigger: one delta row per counted change of paidb.framework.
-CREATE FUNCTION paidb.framework_count_trigger()
+-- The job list (docs/queries.md): the columns rest-server lists, one narrow
+-- row per job, kept by the trigger below.  paidb.framework rows are wide
+-- (the snapshot stays inline for cheap status updates), so counting,
+-- sorting and deep offsets over them read gigabytes; here they read a
+-- table of ~200 bytes a job and its indexes.  The openpai.frameworks view
+-- LEFT JOINs paidb.framework on the primary key, a join PostgreSQL removes
+-- when a query (every list and count) uses only these columns.
+CREATE TABLE paidb.job_summary (
+    name text PRIMARY KEY,
+    job_name text,
+    user_name text,
+    execution_type text,
+    submission_time timestamptz NOT NULL,
+    creation_time timestamptz,
+    launch_time timestamptz,
+    virtual_cluster text,
+    total_gpu_number integer,
+    total_task_number integer,
+    total_task_role_number integer,
+    job_priority text,
+    retries integer,
+    retry_delay_time integer,
+    platform_retries integer,
+    resource_retries integer,
+    user_retries integer,
+    completion_time timestamptz,
+    app_exit_code integer,
+    sub_state text,
+    state text,
+    archived boolean NOT NULL
+);
+COMMENT ON TABLE paidb.job_summary IS 'The listed columns of paidb.framework, one narrow row per job (kept by a trigger)';
+
+INSERT INTO paidb.job_summary
+SELECT name, job_name, user_name, execution_type, submission_time, creation_time, launch_time,
+       virtual_cluster, total_gpu_number, total_task_number, total_task_role_number, job_priority,
+       retries, retry_delay_time, platform_retries, resource_retries, user_retries, completion_time,
+       app_exit_code, sub_state, state, archived
+  FROM paidb.framework;
+
+-- Every filter and every sortable column of rest-server's list (each index
+-- also serves ORDER BY its first column, both directions, NULLS as
+-- rest-server asks); built after the backfill above.
+CREATE INDEX job_summary_submission_time_idx ON paidb.job_summary (submission_time);
+CREATE INDEX job_summary_user_name_idx ON paidb.job_summary (user_name, submission_time);
+CREATE INDEX job_summary_virtual_cluster_idx ON paidb.job_summary (virtual_cluster, state, submission_time);
+CREATE INDEX job_summary_state_idx ON paidb.job_summary (state, submission_time);
+CREATE INDEX job_summary_job_priority_idx ON paidb.job_summary (job_priority, submission_time);
+CREATE INDEX job_summary_job_name_idx ON paidb.job_summary (job_name);
+CREATE INDEX job_summary_retries_idx ON paidb.job_summary (retries);
+CREATE INDEX job_summary_total_task_number_idx ON paidb.job_summary (total_task_number);
+CREATE INDEX job_summary_total_gpu_number_idx ON paidb.job_summary (total_gpu_number);
+CREATE INDEX job_summary_completion_time_idx ON paidb.job_summary (completion_time);
+
+-- Trigger: keep job_summary and the count deltas in step with paidb.framework.
+CREATE FUNCTION paidb.framework_summary_trigger()
 RETURNS trigger
 LANGUAGE plpgsql
 SET search_path = pg_catalog, paidb
 AS $fn$
 BEGIN
-    IF TG_OP IN ('UPDATE', 'DELETE') THEN
-        INSERT INTO paidb.job_count_delta VALUES
-            (OLD.user_name, OLD.virtual_cluster, OLD.state, OLD.job_priority, OLD.archived, -1);
-    END IF;
-    IF TG_OP IN ('UPDATE', 'INSERT') THEN
+    IF TG_OP = 'INSERT' THEN
+        INSERT INTO paidb.job_summary VALUES (NEW.name, NEW.job_name, NEW.user_name, NEW.execution_type,
+            NEW.submission_time, NEW.creation_time, NEW.launch_time, NEW.virtual_cluster,
+            NEW.total_gpu_number, NEW.total_task_number, NEW.total_task_role_number, NEW.job_priority,
+            NEW.retries, NEW.retry_delay_time, NEW.platform_retries, NEW.resource_retries,
+            NEW.user_retries, NEW.completion_time, NEW.app_exit_code, NEW.sub_state, NEW.state,
+            NEW.archived);
         INSERT INTO paidb.job_count_delta VALUES
             (NEW.user_name, NEW.virtual_cluster, NEW.state, NEW.job_priority, NEW.archived, 1);
+    ELSIF TG_OP = 'UPDATE' THEN
+        UPDATE paidb.job_summary s SET job_name = NEW.job_name, user_name = NEW.user_name,
+            execution_type = NEW.execution_type, submission_time = NEW.submission_time,
+            creation_time = NEW.creation_time, launch_time = NEW.launch_time,
+            virtual_cluster = NEW.virtual_cluster, total_gpu_number = NEW.total_gpu_number,
+            total_task_number = NEW.total_task_number, total_task_role_number = NEW.total_task_role_number,
+            job_priority = NEW.job_priority, retries = NEW.retries, retry_delay_time = NEW.retry_delay_time,
+            platform_retries = NEW.platform_retries, resource_retries = NEW.resource_retries,
+            user_retries = NEW.user_retries, completion_time = NEW.completion_time,
+            app_exit_code = NEW.app_exit_code, sub_state = NEW.sub_state, state = NEW.state,
+            archived = NEW.archived
+         WHERE s.name OPERATOR(pg_catalog.=) NEW.name;
+        IF (OLD.user_name, OLD.virtual_cluster, OLD.state, OLD.job_priority, OLD.archived)
+           IS DISTINCT FROM (NEW.user_name, NEW.virtual_cluster, NEW.state, NEW.job_priority, NEW.archived) THEN
+            INSERT INTO paidb.job_count_delta VALUES
+                (OLD.user_name, OLD.virtual_cluster, OLD.state, OLD.job_priority, OLD.archived, -1),
+                (NEW.user_name, NEW.virtual_cluster, NEW.state, NEW.job_priority, NEW.archived, 1);
+        END IF;
+    ELSE
+        DELETE FROM paidb.job_summary s WHERE s.name OPERATOR(pg_catalog.=) OLD.name;
+        INSERT INTO paidb.job_count_delta VALUES
+            (OLD.user_name, OLD.virtual_cluster, OLD.state, OLD.job_priority, OLD.archived, -1);
     END IF;
     RETURN NULL;
 END
 $fn$;
 
-CREATE TRIGGER framework_count_insert_delete AFTER INSERT OR DELETE ON paidb.framework
-    FOR EACH ROW EXECUTE FUNCTION paidb.framework_count_trigger();
--- Status updates that keep the counted columns (nearly all of them) do not
--- call the function at all: the WHEN is checked by the executor.
-CREATE TRIGGER framework_count_update AFTER UPDATE OF user_name, virtual_cluster, state, job_priority, archived
-    ON paidb.framework FOR EACH ROW
-    WHEN (OLD.user_name IS DISTINCT FROM NEW.user_name
-          OR OLD.virtual_cluster IS DISTINCT FROM NEW.virtual_cluster
-          OR OLD.state IS DISTINCT FROM NEW.state
-          OR OLD.job_priority IS DISTINCT FROM NEW.job_priority
-          OR OLD.archived IS DISTINCT FROM NEW.archived)
-    EXECUTE FUNCTION paidb.framework_count_trigger();
+CREATE TRIGGER framework_summary_insert_delete AFTER INSERT OR DELETE ON paidb.framework
+    FOR EACH ROW EXECUTE FUNCTION paidb.framework_summary_trigger();
+-- Status updates that keep the listed columns (nearly all of them) do not
+-- call the function at all: the executor checks the WHEN itself.  The
+-- primary key never changes (no writer updates a name).
+CREATE TRIGGER framework_summary_update AFTER UPDATE ON paidb.framework
+    FOR EACH ROW
+    WHEN ((OLD.job_name, OLD.user_name, OLD.execution_type, OLD.submission_time, OLD.creation_time,
+           OLD.launch_time, OLD.virtual_cluster, OLD.total_gpu_number, OLD.total_task_number,
+           OLD.total_task_role_number, OLD.job_priority, OLD.retries, OLD.retry_delay_time,
+           OLD.platform_retries, OLD.resource_retries, OLD.user_retries, OLD.completion_time,
+           OLD.app_exit_code, OLD.sub_state, OLD.state, OLD.archived)
+          IS DISTINCT FROM
+          (NEW.job_name, NEW.user_name, NEW.execution_type, NEW.submission_time, NEW.creation_time,
+           NEW.launch_time, NEW.virtual_cluster, NEW.total_gpu_number, NEW.total_task_number,
+           NEW.total_task_role_number, NEW.job_priority, NEW.retries, NEW.retry_delay_time,
+           NEW.platform_retries, NEW.resource_retries, NEW.user_retries, NEW.completion_time,
+           NEW.app_exit_code, NEW.sub_state, NEW.state, NEW.archived))
+    EXECUTE FUNCTION paidb.framework_summary_trigger();
+
+-- Keyword search (LIKE '%kw%' over user, job and virtual cluster names)
+-- needs pg_trgm's GIN operator class.  paidb does not require pg_trgm (a
+-- `requires` would make CREATE EXTENSION paidb fail without CASCADE, and
+-- ALTER EXTENSION paidb UPDATE fail outright): the indexes are made here
+-- when pg_trgm is installed, or later by calling this function after
+-- CREATE EXTENSION pg_trgm.  Returns whether the indexes exist.
+CREATE FUNCTION paidb.create_keyword_indexes(quiet boolean DEFAULT false)
+RETURNS boolean
+LANGUAGE plpgsql
+SET search_path = pg_catalog, paidb
+AS $fn$
+DECLARE
+    trgm name;
+    col text;
+BEGIN
+    SELECT n.nspname INTO trgm FROM pg_catalog.pg_extension e
+      JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) e.extnamespace
+     WHERE e.extname OPERATOR(pg_catalog.=) 'pg_trgm';
+    IF trgm IS NULL THEN
+        IF quiet THEN
+            RETURN false;
+        END IF;
+        RAISE NOTICE 'pg_trgm is not installed: keyword searches scan paidb.job_summary'
+            USING HINT = 'Run CREATE EXTENSION pg_trgm, then SELECT paidb.create_keyword_indexes().';
+        RETURN false;
+    END IF;
+    FOREACH col IN ARRAY ARRAY['user_name', 'job_name', 'virtual_cluster'] LOOP
+        EXECUTE pg_catalog.format('CREATE INDEX IF NOT EXISTS %I ON paidb.job_summary USING gin (%I %I.gin_trgm_ops)',
+                                  'job_summary_' || col || '_trgm_idx', col, trgm);
+    END LOOP;
+    RETURN true;
+END
+$fn$;
+SELECT paidb.create_keyword_indexes(quiet => true);
 
 -- Fold the deltas into job_count; returns the number of delta rows folded.
 CREATE FUNCTION paidb.compact_job_counts()
@@ -242,10 +367,12 @@ CREATE INDEX framework_event_last_timestamp_idx ON paidb.framework_event
 CREATE INDEX pod_event_updated_at_idx ON paidb.pod_event (updated_at);
 CREATE INDEX tag_name_idx ON paidb.tag (name, framework_name);
 
-REVOKE ALL ON paidb.job_count, paidb.job_count_delta, paidb.job_counts FROM PUBLIC;
-GRANT SELECT ON paidb.job_count, paidb.job_count_delta, paidb.job_counts TO paidb_writer, paidb_reader;
+REVOKE ALL ON paidb.job_summary, paidb.job_count, paidb.job_count_delta, paidb.job_counts FROM PUBLIC;
+GRANT SELECT ON paidb.job_summary, paidb.job_count, paidb.job_count_delta, paidb.job_counts
+    TO paidb_writer, paidb_reader;
 REVOKE ALL ON FUNCTION
-    paidb.framework_count_trigger(),
+    paidb.framework_summary_trigger(),
+    paidb.create_keyword_indexes(boolean),
     paidb.compact_job_counts(),
     paidb.archive_job(text, boolean),
     paidb.delete_job_rows(text),

@@ -35,6 +35,8 @@ SELECT paidb.apply_watch_event('MODIFIED', pg_catalog.jsonb_build_object(
   FROM pg_catalog.generate_series(0, 1) a;
 SELECT paidb.stop_framework('upjob2');
 INSERT INTO paidb.tag (framework_name, name) VALUES ('upjob3', 'important');
+UPDATE paidb.framework SET archived = true WHERE name = 'upjob4';
+UPDATE paidb.framework SET user_name = 'bob', virtual_cluster = 'vc' || (length(name) % 2) WHERE name LIKE 'upjob1%';
 };
 $node->safe_psql('upgraded', $data_sql);
 my $data_query = q{SELECT pg_catalog.md5(pg_catalog.string_agg(f::text, ',' ORDER BY name)) FROM
@@ -107,6 +109,26 @@ is($node->safe_psql('upgraded', $catalog), $node->safe_psql('fresh', $catalog),
 # The data written by 0.1 is all there.
 my @after = map { $node->safe_psql('upgraded', $_) } $data_query, $history_query, $tag_query;
 is_deeply(\@after, \@before, 'the jobs, their history and tags are kept by the update');
+
+# §10: the job list and the counts are built from the existing rows.
+my $summary_cols = q{name, job_name, user_name, execution_type, submission_time, creation_time,
+  launch_time, virtual_cluster, total_gpu_number, total_task_number, total_task_role_number,
+  job_priority, retries, retry_delay_time, platform_retries, resource_retries, user_retries,
+  completion_time, app_exit_code, sub_state, state, archived};
+is($node->safe_psql('upgraded', qq{SELECT count(*) FROM (
+  (SELECT $summary_cols FROM paidb.framework EXCEPT SELECT * FROM paidb.job_summary)
+  UNION ALL (SELECT * FROM paidb.job_summary EXCEPT SELECT $summary_cols FROM paidb.framework)) e}),
+	'0', 'the upgrade built paidb.job_summary from every job');
+is($node->safe_psql('upgraded', 'SELECT count(*) FROM paidb.job_summary'), '20', 'all 20 jobs are listed');
+is($node->safe_psql('upgraded', q{SELECT string_agg(s, ', ' ORDER BY s) FROM (SELECT coalesce(user_name, '-') || ' ' || coalesce(virtual_cluster, '-')
+    || ' ' || state || ' ' || archived || ' ' || n AS s FROM (
+  SELECT user_name, virtual_cluster, state, archived, sum(n) AS n FROM paidb.job_counts GROUP BY 1, 2, 3, 4) c) t}),
+	$node->safe_psql('upgraded', q{SELECT string_agg(s, ', ' ORDER BY s) FROM (SELECT coalesce(user_name, '-') || ' ' || coalesce(virtual_cluster, '-')
+    || ' ' || state || ' ' || archived || ' ' || n AS s FROM (
+  SELECT user_name, virtual_cluster, state, archived, count(*) AS n FROM paidb.framework GROUP BY 1, 2, 3, 4) c) t}),
+	'the upgrade counted the existing jobs');
+is($node->safe_psql('upgraded', 'SELECT sum(n) FROM paidb.job_counts WHERE NOT archived'), '19',
+	'the archived job is not in the default count');
 
 # And 0.2 works on the upgraded data.
 is($node->safe_psql('upgraded', q{SELECT request_generation || ' ' || changed FROM paidb.stop_framework('upjob3')}),

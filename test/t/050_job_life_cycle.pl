@@ -57,6 +57,15 @@ my $count_errors = q{SELECT count(*) FROM (
  (SELECT user_name, virtual_cluster, state, job_priority, archived, n FROM paidb.job_counts
   EXCEPT SELECT user_name, virtual_cluster, state, job_priority, archived, count(*)
     FROM paidb.framework GROUP BY 1, 2, 3, 4, 5)) e};
+# paidb.job_summary differs from paidb.framework in these rows.
+my $summary_cols = q{name, job_name, user_name, execution_type, submission_time, creation_time,
+  launch_time, virtual_cluster, total_gpu_number, total_task_number, total_task_role_number,
+  job_priority, retries, retry_delay_time, platform_retries, resource_retries, user_retries,
+  completion_time, app_exit_code, sub_state, state, archived};
+my $summary_errors = qq{SELECT count(*) FROM (
+ (SELECT $summary_cols FROM paidb.framework EXCEPT SELECT * FROM paidb.job_summary)
+ UNION ALL
+ (SELECT * FROM paidb.job_summary EXCEPT SELECT $summary_cols FROM paidb.framework)) e};
 
 my %scripts = (
 	submit => q{
@@ -103,13 +112,14 @@ my $bench = IPC::Run::start(
 	  '-f', "$files{submit}\@6", '-f', "$files{archive}\@3", '-f', "$files{delete}\@1",
 	  '-h', $node->host, '-p', $node->port, 'postgres' ],
 	'>', \$stdout, '2>', \$stderr);
-my ($samples, $bad) = (0, 0);
+my ($samples, $bad, $bad_summary) = (0, 0, 0);
 my $deadline = time() + 60;
 while ($bench->pumpable && time() < $deadline)
 {
 	my $e = $node->safe_psql('postgres', $count_errors);
 	$samples++;
 	$bad++ if $e ne '0';
+	$bad_summary++ if $node->safe_psql('postgres', $summary_errors) ne '0';
 	usleep(200_000);
 	$bench->pump_nb;
 }
@@ -117,6 +127,7 @@ $bench->finish;
 like($stdout, qr/number of failed transactions: 0 /, 'pgbench: no failed transaction') or diag($stderr);
 cmp_ok($samples, '>=', 10, "the counts were sampled during the load ($samples times)");
 is($bad, 0, 'the counts equalled count(*) in every sample');
+is($bad_summary, 0, 'the job list equalled paidb.framework in every sample');
 
 my $submitted = $node->safe_psql('postgres', q{SELECT count(*) FROM paidb.framework} ) +
   $node->safe_psql('postgres', q{SELECT count(*) FROM deleted_log});
@@ -129,6 +140,7 @@ ok(poll($node, q{SELECT count(*) = 0 FROM paidb.framework
 ok(poll($node, q{SELECT count(*) = 1 FROM paidb.framework}, 't', 60),
 	'the retention worker deleted every expired job; the held one is left');
 is($node->safe_psql('postgres', $count_errors), '0', 'the counts equal count(*) at the end');
+is($node->safe_psql('postgres', $summary_errors), '0', 'the job list equals paidb.framework at the end');
 is($node->safe_psql('postgres', q{SELECT sum(n) FROM paidb.job_counts}), '1', 'the counts say one job');
 ok(poll($node, q{SELECT count(*) = 0 FROM paidb.job_count_delta}), 'the worker compacted every count delta');
 
