@@ -9,6 +9,7 @@ MODULE_big = paidb
 OBJS = \
 	src/paidb.o \
 	src/worker_retention.o \
+	src/job_list.o \
 	src/guc.o \
 	src/merge_patch.o \
 	src/history.o \

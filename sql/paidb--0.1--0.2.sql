@@ -115,48 +115,12 @@ CREATE INDEX job_summary_total_task_number_idx ON paidb.job_summary (total_task_
 CREATE INDEX job_summary_total_gpu_number_idx ON paidb.job_summary (total_gpu_number);
 CREATE INDEX job_summary_completion_time_idx ON paidb.job_summary (completion_time);
 
--- Trigger: keep job_summary and the count deltas in step with paidb.framework.
+-- Trigger (src/job_list.c): keep job_summary and the count deltas in step
+-- with paidb.framework.
 CREATE FUNCTION paidb.framework_summary_trigger()
 RETURNS trigger
-LANGUAGE plpgsql
-SET search_path = pg_catalog, paidb
-AS $fn$
-BEGIN
-    IF TG_OP = 'INSERT' THEN
-        INSERT INTO paidb.job_summary VALUES (NEW.name, NEW.job_name, NEW.user_name, NEW.execution_type,
-            NEW.submission_time, NEW.creation_time, NEW.launch_time, NEW.virtual_cluster,
-            NEW.total_gpu_number, NEW.total_task_number, NEW.total_task_role_number, NEW.job_priority,
-            NEW.retries, NEW.retry_delay_time, NEW.platform_retries, NEW.resource_retries,
-            NEW.user_retries, NEW.completion_time, NEW.app_exit_code, NEW.sub_state, NEW.state,
-            NEW.archived);
-        INSERT INTO paidb.job_count_delta VALUES
-            (NEW.user_name, NEW.virtual_cluster, NEW.state, NEW.job_priority, NEW.archived, 1);
-    ELSIF TG_OP = 'UPDATE' THEN
-        UPDATE paidb.job_summary s SET job_name = NEW.job_name, user_name = NEW.user_name,
-            execution_type = NEW.execution_type, submission_time = NEW.submission_time,
-            creation_time = NEW.creation_time, launch_time = NEW.launch_time,
-            virtual_cluster = NEW.virtual_cluster, total_gpu_number = NEW.total_gpu_number,
-            total_task_number = NEW.total_task_number, total_task_role_number = NEW.total_task_role_number,
-            job_priority = NEW.job_priority, retries = NEW.retries, retry_delay_time = NEW.retry_delay_time,
-            platform_retries = NEW.platform_retries, resource_retries = NEW.resource_retries,
-            user_retries = NEW.user_retries, completion_time = NEW.completion_time,
-            app_exit_code = NEW.app_exit_code, sub_state = NEW.sub_state, state = NEW.state,
-            archived = NEW.archived
-         WHERE s.name OPERATOR(pg_catalog.=) NEW.name;
-        IF (OLD.user_name, OLD.virtual_cluster, OLD.state, OLD.job_priority, OLD.archived)
-           IS DISTINCT FROM (NEW.user_name, NEW.virtual_cluster, NEW.state, NEW.job_priority, NEW.archived) THEN
-            INSERT INTO paidb.job_count_delta VALUES
-                (OLD.user_name, OLD.virtual_cluster, OLD.state, OLD.job_priority, OLD.archived, -1),
-                (NEW.user_name, NEW.virtual_cluster, NEW.state, NEW.job_priority, NEW.archived, 1);
-        END IF;
-    ELSE
-        DELETE FROM paidb.job_summary s WHERE s.name OPERATOR(pg_catalog.=) OLD.name;
-        INSERT INTO paidb.job_count_delta VALUES
-            (OLD.user_name, OLD.virtual_cluster, OLD.state, OLD.job_priority, OLD.archived, -1);
-    END IF;
-    RETURN NULL;
-END
-$fn$;
+AS 'MODULE_PATHNAME', 'paidb_framework_summary_trigger'
+LANGUAGE C;
 
 CREATE TRIGGER framework_summary_insert_delete AFTER INSERT OR DELETE ON paidb.framework
     FOR EACH ROW EXECUTE FUNCTION paidb.framework_summary_trigger();

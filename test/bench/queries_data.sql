@@ -12,8 +12,8 @@ SELECT replace(replace(replace(replace(replace(replace(replace(replace(replace(
          (bench.request_3kb('__name__') || jsonb_build_object('status', jsonb_build_object(
             'state', '__substate__', 'startTime', '2020-08-01T10:00:00Z', 'transitionTime', '2020-08-01T10:01:00Z',
             'completionTime', '__ctime__',
-            'retryPolicyStatus', jsonb_build_object('totalRetriedCount', 11111, 'accountableRetriedCount', 11111, 'retryDelaySec', null),
-            'attemptStatus', jsonb_build_object('id', 22222, 'startTime', '2020-08-01T10:00:00Z',
+            'retryPolicyStatus', jsonb_build_object('totalRetriedCount', '__retries__', 'accountableRetriedCount', '__retries__', 'retryDelaySec', null),
+            'attemptStatus', jsonb_build_object('id', '__attempt__', 'startTime', '2020-08-01T10:00:00Z',
                'instanceUID', '0_6d7c1a44-1a2b-4c3d-9e8f-001122334455', 'configMapName', '__name__-attempt',
                'completionStatus', '__completion__',
                'taskRoleStatuses', jsonb_build_array(jsonb_build_object('name', 'worker', 'podGracefulDeletionTimeoutSec', 1800,
@@ -68,7 +68,7 @@ FROM (
                                     WHEN p.kind < 70 THEN '{"code": -210, "phrase": "FrameworkAttemptStopped"}'
                                     ELSE 'null' END),
              '__ctime__', CASE WHEN p.kind < 70 THEN '"' || to_char((p.submitted + interval '3 hours') AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') || '"' ELSE 'null' END),
-             '11111', p.retries::text), '22222', p.retries::text)::jsonb AS snap
+             '"__retries__"', p.retries::text), '"__attempt__"', p.retries::text)::jsonb AS snap
     FROM bench.job_param p, bench.job_template t
 ) s, paidb.snapshot_columns(s.snap) c;
 
