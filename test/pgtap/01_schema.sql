@@ -8,7 +8,8 @@ SELECT plan(57);
 
 SELECT has_schema('paidb');
 SELECT tables_are('paidb', ARRAY['framework', 'framework_history', 'task_history', 'pod',
-    'framework_event', 'pod_event', 'tag', 'orphan', 'watch_state', 'installation']);
+    'framework_event', 'pod_event', 'tag', 'orphan', 'watch_state', 'installation',
+    'job_summary', 'job_count', 'job_count_delta']);
 
 -- framework
 SELECT col_is_pk('paidb', 'framework', 'name', 'framework is keyed by name');
