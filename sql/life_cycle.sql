@@ -1,5 +1,7 @@
 -- Job counts, archive, delete and retention (SPEC §10, docs/queries.md).
+SET client_min_messages = warning;
 DROP EXTENSION IF EXISTS paidb CASCADE;
+RESET client_min_messages;
 CREATE EXTENSION paidb;
 SET timezone = 'UTC';
 CREATE FUNCTION pg_temp.try(sql text) RETURNS text LANGUAGE plpgsql AS $$
