@@ -1,3 +1,4 @@
+SET client_min_messages = warning;
 -- Helpers of test/bench/queries.sh.
 CREATE SCHEMA IF NOT EXISTS bench;
 
