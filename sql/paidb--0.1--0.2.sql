@@ -131,6 +131,11 @@ CREATE INDEX job_summary_total_task_number_idx ON paidb.job_summary (total_task_
 CREATE INDEX job_summary_total_gpu_number_idx ON paidb.job_summary (total_gpu_number);
 CREATE INDEX job_summary_completion_time_idx ON paidb.job_summary (completion_time);
 
+-- Listing is job_summary's work now: 0.1's two listing indexes on the wide
+-- table would only make every submission pay twice.
+DROP INDEX paidb.framework_submission_time_idx;
+DROP INDEX paidb.framework_user_name_idx;
+
 -- Trigger (src/job_list.c): keep job_summary and the count deltas in step
 -- with paidb.framework.
 CREATE FUNCTION paidb.framework_summary_trigger()
