@@ -86,6 +86,8 @@ run_step(const char *activity, const char *sql, int nargs, Oid *types,
 			out[i] = isnull ? 0 : DatumGetInt64(d);
 		}
 		paidb_worker_commit();
+		/* paidb_worker_commit leaves the worker's long-lived context current */
+		MemoryContextSwitchTo(oldcxt);
 	}
 	PG_CATCH();
 	{
@@ -96,7 +98,7 @@ run_step(const char *activity, const char *sql, int nargs, Oid *types,
 		FlushErrorState();
 		AbortCurrentTransaction();
 		pgstat_report_activity(STATE_IDLE, NULL);
-		MemoryContextSwitchTo(paidb_worker_context);
+		MemoryContextSwitchTo(oldcxt);
 		ereport(WARNING,
 				(errmsg("paidb retention: %s failed: %s", activity, edata->message)));
 		paidb_worker_report(PAIDB_WORKER_RETENTION, NULL, NULL, 0, 0, 1, edata->message);
