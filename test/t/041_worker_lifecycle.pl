@@ -294,7 +294,7 @@ ok(!grep({ $_ > 0 && kill(0, $_) } @pids), 'no worker process is left');
 $fake2->resume;
 $node->start;
 $st = wait_workers($node);
-is(scalar(grep { $_->{pid} > 0 } values %$st), 3, 'the workers run again after the restart');
+is(scalar(grep { $_->{pid} > 0 } values %$st), 4, 'the workers run again after the restart');
 ok(wait_until(sub { fake_create_attempts($fake2, 'hang1') > 0 }, 30),
 	'the job whose request hung at the shutdown is created after the restart');
 ok($node->poll_query_until('postgres',
@@ -323,7 +323,7 @@ is($fake3->counters->{total}, 0, 'the standby sent no request to its API server'
 $standby->promote;
 ok($standby->poll_query_until('postgres', 'SELECT NOT pg_is_in_recovery()'), 'the standby is promoted');
 $st = wait_workers($standby, 30);
-is(scalar(grep { $_->{pid} > 0 } values %$st), 3, 'after promotion its three workers run')
+is(scalar(grep { $_->{pid} > 0 } values %$st), 4, 'after promotion its four workers run')
   or diag explain $st;
 ok(wait_until(sub { ($fake3->counters->{total} // 0) > 0 }, 30),
 	'and they talk to the API server');
@@ -341,7 +341,7 @@ is($plain->safe_psql('postgres', submit_sql('plain1')), 'plain1',
 is($plain->safe_psql('postgres', q{SELECT state FROM paidb.framework WHERE name = 'plain1'}),
 	'WAITING', 'and the job is WAITING');
 is($plain->safe_psql('postgres', 'SELECT count(*) FROM paidb.status() WHERE pid IS NULL'),
-	'3', 'status() lists the three workers without a pid');
+	'4', 'status() lists the four workers without a pid');
 like($plain->safe_psql('postgres', 'SELECT string_agg(DISTINCT state, \',\') FROM paidb.status()'),
 	qr/not running.*shared_preload_libraries/, 'and says that no worker runs');
 is($plain->safe_psql('postgres', 'SELECT paidb.wakeup()'), '', 'wakeup() is harmless there');
