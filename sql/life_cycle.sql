@@ -124,8 +124,9 @@ SELECT pg_temp.submit('old5', 'dave', 'default', NULL);
 SELECT pg_temp.event('MODIFIED', 'old5', 11, 'Completed', 0, '2020-01-01 00:00:00+00');
 SELECT pg_temp.event('DELETED', 'old5', 12, 'Completed', 0, '2020-01-01 00:00:00+00');
 UPDATE paidb.framework SET completion_time = '2019-01-01' WHERE name = 'done4';
-INSERT INTO paidb.framework_event (uid, framework_name, type, last_timestamp)
-VALUES ('ev-old', 'run1', 'Normal', now() - interval '40 days'), ('ev-new', 'run1', 'Normal', now() - interval '1 day');
+INSERT INTO paidb.framework_event (uid, framework_name, type, last_timestamp, updated_at)
+VALUES ('ev-old', 'run1', 'Normal', now() - interval '1 day', now() - interval '40 days'),
+       ('ev-new', 'run1', 'Normal', now() - interval '400 days', now() - interval '1 day');
 INSERT INTO paidb.pod_event (uid, framework_name, pod_uid, type) VALUES ('pe-new', 'run1', 'p', 'Normal');
 SELECT * FROM paidb.retention_batch('1 day', '30 days', 1);
 SELECT * FROM paidb.retention_batch('1 day', '30 days', 1);

@@ -327,8 +327,7 @@ BEGIN
         DELETE FROM paidb.framework_event e
          WHERE e.ctid = ANY (ARRAY(
             SELECT x.ctid FROM paidb.framework_event x
-             WHERE COALESCE(x.last_timestamp, x.updated_at)
-                   OPERATOR(pg_catalog.<) (pg_catalog.now() OPERATOR(pg_catalog.-) event_age)
+             WHERE x.updated_at OPERATOR(pg_catalog.<) (pg_catalog.now() OPERATOR(pg_catalog.-) event_age)
              LIMIT batch FOR UPDATE SKIP LOCKED));
         GET DIAGNOSTICS n = ROW_COUNT;
         events_deleted := n;
@@ -347,8 +346,10 @@ $fn$;
 -- (not on updated_at: an index on it would make every status update non-HOT)
 CREATE INDEX framework_expired_idx ON paidb.framework (completion_time)
     WHERE api_server_deleted AND sub_state = 'Completed';
-CREATE INDEX framework_event_last_timestamp_idx ON paidb.framework_event
-    ((COALESCE(last_timestamp, updated_at)));
+-- Events expire by when paidb last wrote them (updated_at), not by the
+-- event's own timestamps: an old event the API server still lists is
+-- written again and kept, instead of being deleted and re-listed forever.
+CREATE INDEX framework_event_updated_at_idx ON paidb.framework_event (updated_at);
 CREATE INDEX pod_event_updated_at_idx ON paidb.pod_event (updated_at);
 CREATE INDEX tag_name_idx ON paidb.tag (name, framework_name);
 

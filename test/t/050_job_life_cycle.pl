@@ -164,8 +164,9 @@ is($node->safe_psql('postgres', q{SELECT count(*) FROM paidb.framework_event t W
 
 # Events: older than paidb.event_retention go, younger ones stay.
 $node->safe_psql('postgres', qq{
-INSERT INTO paidb.framework_event (uid, framework_name, type, last_timestamp) VALUES
-  ('ev-old', '$held', 'Normal', now() - interval '2 hours'), ('ev-young', '$held', 'Normal', now());
+INSERT INTO paidb.framework_event (uid, framework_name, type, last_timestamp, updated_at) VALUES
+  ('ev-old', '$held', 'Normal', now(), now() - interval '2 hours'),
+  ('ev-young', '$held', 'Normal', now() - interval '2 days', now());
 });
 $node->append_conf('postgresql.conf', "paidb.event_retention = '1h'\n");
 $node->reload;
