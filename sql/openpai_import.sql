@@ -7,6 +7,8 @@ DROP EXTENSION IF EXISTS paidb_openpai;
 DROP EXTENSION IF EXISTS paidb CASCADE;
 CREATE EXTENSION paidb;
 RESET client_min_messages;
+-- errors without the PL/pgSQL line numbers of CONTEXT
+\set SHOW_CONTEXT never
 CREATE EXTENSION paidb_openpai;
 CREATE SCHEMA opai;
 CREATE TABLE opai.frameworks ("insertedAt" timestamptz, name varchar(64) PRIMARY KEY, namespace varchar(64),

@@ -5,6 +5,8 @@ DROP EXTENSION IF EXISTS paidb_openpai;
 DROP EXTENSION IF EXISTS paidb CASCADE;
 CREATE EXTENSION paidb;
 RESET client_min_messages;
+-- errors without the PL/pgSQL line numbers of CONTEXT
+\set SHOW_CONTEXT never
 SET paidb.retain_mode = on;
 SELECT name FROM paidb.put_framework_request(
   '{"metadata": {"name": "thjob"}, "spec": {"executionType": "Start",

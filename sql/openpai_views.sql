@@ -4,6 +4,8 @@ DROP EXTENSION IF EXISTS paidb_openpai;
 DROP EXTENSION IF EXISTS paidb CASCADE;
 CREATE EXTENSION paidb;
 RESET client_min_messages;
+-- errors without the PL/pgSQL line numbers of CONTEXT
+\set SHOW_CONTEXT never
 CREATE EXTENSION paidb_openpai;
 SELECT extversion, extrelocatable, n.nspname
   FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace

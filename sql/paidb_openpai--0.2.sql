@@ -226,13 +226,39 @@ AS $fn$
 DECLARE
     changed text;
 BEGIN
-    SELECT n.key INTO changed
-      FROM pg_catalog.jsonb_each(pg_catalog.to_jsonb(NEW)) n
-      JOIN pg_catalog.jsonb_each(pg_catalog.to_jsonb(OLD)) o USING (key)
-     WHERE n.value IS DISTINCT FROM o.value
-       AND n.key NOT IN ('notifiedAtRunning', 'notifiedAtSucceeded', 'notifiedAtFailed',
-                         'notifiedAtStopped', 'notifiedAtRetried', 'updatedAt')
-     LIMIT 1;
+    -- cheap check first (a snapshot can be megabytes); name the column only on refusal
+    IF ROW(
+        NEW."insertedAt", NEW.name, NEW.namespace, NEW."jobName", NEW."userName", NEW."jobConfig",
+        NEW."executionType", NEW."creationTime", NEW."launchTime", NEW."virtualCluster",
+        NEW."jobPriority", NEW."totalGpuNumber", NEW."totalTaskNumber",
+        NEW."totalTaskRoleNumber", NEW."logPathInfix", NEW."submissionTime",
+        NEW."dockerSecretDef", NEW."configSecretDef", NEW."userExtensionSecretDef",
+        NEW."tokenSecretDef", NEW."priorityClassDef", NEW.retries, NEW."retryDelayTime",
+        NEW."platformRetries", NEW."resourceRetries", NEW."userRetries", NEW."completionTime",
+        NEW."appExitCode", NEW."subState", NEW.state, NEW.snapshot, NEW."requestSynced",
+        NEW."apiServerDeleted", NEW.archived, NEW."notificationAtRunning",
+        NEW."notificationAtSucceeded", NEW."notificationAtFailed", NEW."notificationAtStopped",
+        NEW."notificationAtRetried")
+       IS DISTINCT FROM ROW(
+        OLD."insertedAt", OLD.name, OLD.namespace, OLD."jobName", OLD."userName", OLD."jobConfig",
+        OLD."executionType", OLD."creationTime", OLD."launchTime", OLD."virtualCluster",
+        OLD."jobPriority", OLD."totalGpuNumber", OLD."totalTaskNumber",
+        OLD."totalTaskRoleNumber", OLD."logPathInfix", OLD."submissionTime",
+        OLD."dockerSecretDef", OLD."configSecretDef", OLD."userExtensionSecretDef",
+        OLD."tokenSecretDef", OLD."priorityClassDef", OLD.retries, OLD."retryDelayTime",
+        OLD."platformRetries", OLD."resourceRetries", OLD."userRetries", OLD."completionTime",
+        OLD."appExitCode", OLD."subState", OLD.state, OLD.snapshot, OLD."requestSynced",
+        OLD."apiServerDeleted", OLD.archived, OLD."notificationAtRunning",
+        OLD."notificationAtSucceeded", OLD."notificationAtFailed", OLD."notificationAtStopped",
+        OLD."notificationAtRetried") THEN
+        SELECT n.key INTO changed
+          FROM pg_catalog.jsonb_each(pg_catalog.to_jsonb(NEW)) n
+          JOIN pg_catalog.jsonb_each(pg_catalog.to_jsonb(OLD)) o USING (key)
+         WHERE n.value IS DISTINCT FROM o.value
+           AND n.key NOT IN ('notifiedAtRunning', 'notifiedAtSucceeded', 'notifiedAtFailed',
+                             'notifiedAtStopped', 'notifiedAtRetried', 'updatedAt')
+         LIMIT 1;
+    END IF;
     IF changed IS NOT NULL THEN
         RAISE EXCEPTION 'cannot update column "%" of view "frameworks"', changed
             USING ERRCODE = 'feature_not_supported',
@@ -486,8 +512,6 @@ DECLARE
     n_skipped bigint;
     n_taken bigint;
     r record;
-    -- shorthand for an optional source column
-    sc text;
 BEGIN
     IF source_schema IS NULL THEN
         RAISE EXCEPTION 'source_schema must not be NULL' USING ERRCODE = 'null_value_not_allowed';
@@ -520,7 +544,6 @@ BEGIN
     END LOOP;
 
     -- frameworks: one pass; paidb's code makes the snapshot and derives the columns
-    sc := NULL;
     sql := pg_catalog.format($q$
 WITH s AS (
     SELECT s.name::text AS name, %1$s AS submission_time, s.snapshot::text AS source_snapshot,
@@ -621,6 +644,10 @@ $q$,
         openpai.source_column(source_schema, 'frameworks', 'tokenSecretDef', 'pg_catalog.text'),
         source_schema, source_schema);
     EXECUTE sql INTO n_imported, n_skipped, n_taken;
+    IF n_taken > n_imported THEN
+        RAISE NOTICE '% jobs of %.frameworks were in paidb already and were left as they are',
+            n_taken - n_imported, source_schema;
+    END IF;
     relation := 'frameworks'; imported := n_imported; skipped := n_skipped;
     RETURN NEXT;
 

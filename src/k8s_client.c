@@ -613,6 +613,7 @@ k8s_client_reload(K8sClient *client)
 					  (long) Max(paidb_max_rpc_concurrency + 4, 8));
 }
 
+#ifdef PAIDB_TEST_HOOKS
 /* Cancel every request and release everything the client owns */
 void
 k8s_client_destroy(K8sClient *client)
@@ -620,6 +621,7 @@ k8s_client_destroy(K8sClient *client)
 	if (client != NULL)
 		MemoryContextDelete(client->mcxt);
 }
+#endif
 
 /* The namespace of namespaced objects (setting, or in-cluster namespace file) */
 const char *
@@ -635,12 +637,14 @@ k8s_client_base_url(K8sClient *client)
 	return client->base_url;
 }
 
+#ifdef PAIDB_TEST_HOOKS
 /* Number of submitted requests (watches and lists included) not yet finished */
 int
 k8s_client_in_flight(K8sClient *client)
 {
 	return client->nrunning;
 }
+#endif
 
 /* Whether a stat result still describes the file we read the token from */
 static bool
@@ -884,13 +888,6 @@ k8s_request_set_stream(K8sRequest *req, const K8sStreamOps *ops, void *state)
 	req->stream_state = state;
 }
 
-/* Whether the request has finished */
-bool
-k8s_request_finished(const K8sRequest *req)
-{
-	return req->state == K8S_REQ_DONE;
-}
-
 /* The request's result (kind K8S_RESULT_PENDING while it runs) */
 const K8sResult *
 k8s_request_result(const K8sRequest *req)
@@ -1129,6 +1126,9 @@ k8s_request_submit(K8sRequest *req)
 }
 
 /* Milliseconds to wait for a Retry-After value (delay-seconds or HTTP-date); -1 if invalid */
+#ifndef PAIDB_TEST_HOOKS
+static
+#endif
 long
 k8s_retry_after_ms(const char *value)
 {
@@ -1550,6 +1550,7 @@ k8s_request_free(K8sRequest *req)
 		MemoryContextDelete(req->mcxt);
 }
 
+#ifdef PAIDB_TEST_HOOKS
 /*
  * Submit req and wait until it finishes, on the same wait loop; on ERROR the
  * request is cancelled and freed.  A latch wake-up is set again on return.
@@ -1593,18 +1594,7 @@ k8s_perform_request(K8sRequest *req, uint32 wait_event_info)
 	if (latch_seen)
 		SetLatch(MyLatch);
 }
-
-/* Blocking request: build, submit and wait; the caller frees the result */
-K8sRequest *
-k8s_perform(K8sClient *client, K8sMethod method, const char *path,
-			const char *content_type, const char *body, size_t body_len,
-			uint32 wait_event_info)
-{
-	K8sRequest *req = k8s_request_new(client, method, path, content_type, body, body_len);
-
-	k8s_perform_request(req, wait_event_info);
-	return req;
-}
+#endif
 
 /* ---------------------------------------------------------------------
  * results
