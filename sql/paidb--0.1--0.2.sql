@@ -119,12 +119,16 @@ SELECT name, job_name, user_name, execution_type, submission_time, creation_time
 
 -- Every filter and every sortable column of rest-server's list (each index
 -- also serves ORDER BY its first column, both directions, NULLS as
--- rest-server asks); built after the backfill above.
+-- rest-server asks); built after the backfill above.  The filter indexes
+-- INCLUDE name: through the openpai views the planner removes the join but
+-- still asks the scan for name (the join's key), and only an index holding
+-- it lets a count be an index-only scan (39 ms -> 2 ms for one user's
+-- count at 200,000 jobs).
 CREATE INDEX job_summary_submission_time_idx ON paidb.job_summary (submission_time);
-CREATE INDEX job_summary_user_name_idx ON paidb.job_summary (user_name, submission_time);
-CREATE INDEX job_summary_virtual_cluster_idx ON paidb.job_summary (virtual_cluster, state, submission_time);
-CREATE INDEX job_summary_state_idx ON paidb.job_summary (state, submission_time);
-CREATE INDEX job_summary_job_priority_idx ON paidb.job_summary (job_priority, submission_time);
+CREATE INDEX job_summary_user_name_idx ON paidb.job_summary (user_name, submission_time) INCLUDE (name);
+CREATE INDEX job_summary_virtual_cluster_idx ON paidb.job_summary (virtual_cluster, state, submission_time) INCLUDE (name);
+CREATE INDEX job_summary_state_idx ON paidb.job_summary (state, submission_time) INCLUDE (name);
+CREATE INDEX job_summary_job_priority_idx ON paidb.job_summary (job_priority, submission_time) INCLUDE (name);
 CREATE INDEX job_summary_job_name_idx ON paidb.job_summary (job_name);
 CREATE INDEX job_summary_retries_idx ON paidb.job_summary (retries);
 CREATE INDEX job_summary_total_task_number_idx ON paidb.job_summary (total_task_number);
