@@ -5,6 +5,8 @@
 -- 10% of the jobs with retry history.  Derived columns come from
 -- paidb.snapshot_columns(), the code every writer uses.
 --   psql -v jobs=1000000 -f queries_data.sql
+-- The same jobs every time (test/t/051 relies on it for stable plans).
+DO $$ BEGIN PERFORM setseed(0.42); END $$;
 
 -- The snapshot as text with placeholders; one replace() chain per job.
 CREATE TABLE bench.job_template AS
