@@ -86,12 +86,7 @@ VACUUM ANALYZE openpai_db.frameworks, openpai_db.tags, openpai_db.framework_hist
 EOS
 echo "copied in $(( $(ms_since $t0) / 1000 )) s"
 
-if $PSQL -c "CREATE EXTENSION paidb_openpai" 2>/dev/null; then
-    echo "openpai views: the paidb_openpai extension"
-else
-    $PSQL -f "$W/openpai_views_standin.sql" || exit 1
-    echo "openpai views: paidb_openpai is not installed; test/bench/openpai_views_standin.sql"
-fi
+$PSQL -c "CREATE EXTENSION paidb_openpai" || exit 1
 
 echo
 echo "== job-list queries at $JOBS jobs: p50 / p99 ms ($RUNS runs; OpenPAI's schema $BASE_RUNS runs)"
