@@ -8,6 +8,8 @@ MODULE_big = paidb
 # Objects are listed explicitly: a stray file in src/ must not change the build.
 OBJS = \
 	src/paidb.o \
+	src/worker_retention.o \
+	src/job_list.o \
 	src/guc.o \
 	src/merge_patch.o \
 	src/history.o \
@@ -44,7 +46,7 @@ PG_CFLAGS = -Wall -Wextra -Wno-unused-parameter
 
 # pg_regress suites (sql/NAME.sql, expected/NAME.out); they need no preload.
 REGRESS = init merge_patch history framework_state snapshot write_merger bad_input addons \
-	openpai_views openpai_task_history openpai_import
+	openpai_views openpai_task_history openpai_import life_cycle
 REGRESS_OPTS = --inputdir=$(srcdir) --dbname=paidb_regression
 
 # TAP tests (PostgreSQL::Test::Cluster + the fake API server) run with

@@ -32,6 +32,10 @@ int			paidb_list_page_size = 500;
 int			paidb_max_request_bytes = 16 * 1024 * 1024;
 int			paidb_max_object_bytes = 64 * 1024 * 1024;
 int			paidb_max_retry_after_ms = 5 * 60 * 1000;
+int			paidb_retention_s = 0;
+int			paidb_event_retention_s = 30 * 86400;
+int			paidb_retention_interval_ms = 60000;
+int			paidb_retention_batch_size = 100;
 
 /* Define every paidb.* setting; called once from _PG_init. */
 void
@@ -139,6 +143,30 @@ paidb_define_gucs(void)
 							NULL,
 							&paidb_max_retry_after_ms, 5 * 60 * 1000, 0, 24 * 3600 * 1000,
 							PGC_SIGHUP, GUC_UNIT_MS, NULL, NULL, NULL);
+
+	DefineCustomIntVariable("paidb.retention",
+							"Age after which completed jobs gone from the API server are deleted.",
+							"Measured from the job's completion time; 0 keeps jobs forever.",
+							&paidb_retention_s, 0, 0, INT_MAX,
+							PGC_SIGHUP, GUC_UNIT_S, NULL, NULL, NULL);
+
+	DefineCustomIntVariable("paidb.event_retention",
+							"Age after which framework and pod events are deleted.",
+							"0 keeps events forever.",
+							&paidb_event_retention_s, 30 * 86400, 0, INT_MAX,
+							PGC_SIGHUP, GUC_UNIT_S, NULL, NULL, NULL);
+
+	DefineCustomIntVariable("paidb.retention_interval",
+							"How often the retention worker compacts job counts and looks for expired rows.",
+							NULL,
+							&paidb_retention_interval_ms, 60000, 10, INT_MAX,
+							PGC_SIGHUP, GUC_UNIT_MS, NULL, NULL, NULL);
+
+	DefineCustomIntVariable("paidb.retention_batch_size",
+							"Jobs (or events) the retention worker deletes in one transaction.",
+							NULL,
+							&paidb_retention_batch_size, 100, 1, 10000,
+							PGC_SIGHUP, 0, NULL, NULL, NULL);
 
 	MarkGUCPrefixReserved("paidb");
 }

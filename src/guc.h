@@ -20,6 +20,10 @@ extern int	paidb_list_page_size;
 extern int	paidb_max_request_bytes;
 extern int	paidb_max_object_bytes;
 extern int	paidb_max_retry_after_ms;
+extern int	paidb_retention_s;
+extern int	paidb_event_retention_s;
+extern int	paidb_retention_interval_ms;
+extern int	paidb_retention_batch_size;
 
 extern void paidb_define_gucs(void);
 

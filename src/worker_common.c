@@ -36,10 +36,11 @@ static PaidbWorkerKind my_kind;
 
 /* bgw_function_name of each worker, by PaidbWorkerKind */
 static const char *const worker_functions[PAIDB_NUM_WORKERS] = {
-	"paidb_sync_main", "paidb_framework_watcher_main", "paidb_event_watcher_main"
+	"paidb_sync_main", "paidb_framework_watcher_main", "paidb_event_watcher_main",
+	"paidb_retention_main"
 };
 
-/* Register the three workers; called from _PG_init when preloaded. */
+/* Register the workers; called from _PG_init when preloaded. */
 void
 paidb_register_workers(void)
 {

@@ -7,7 +7,7 @@
 
 #include "worker_shmem.h"
 
-/* Register the three workers; called from _PG_init when preloaded. */
+/* Register the workers; called from _PG_init when preloaded. */
 extern void paidb_register_workers(void);
 
 /*

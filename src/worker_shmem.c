@@ -22,7 +22,7 @@
 #include "worker_shmem.h"
 
 const char *const paidb_worker_names[PAIDB_NUM_WORKERS] = {
-	"sync", "framework watcher", "event watcher"
+	"sync", "framework watcher", "event watcher", "retention"
 };
 
 typedef struct PaidbWorkerSlot

@@ -117,6 +117,12 @@ if [ -f "$ROOT/test/bench/bench_fake.py" ]; then
     /usr/bin/python3 "$ROOT/test/bench/bench_fake.py"
 fi
 
+if [ -f "$ROOT/test/bench/queries.sh" ]; then
+    echo
+    echo "== job queries and the data life cycle at ${PAIDB_BENCH_JOBS:-1000000} jobs (docs/queries.md)"
+    bash "$ROOT/test/bench/queries.sh"
+fi
+
 if [ -f "$ROOT/test/bench/stress.sh" ]; then
     echo
     echo "== end to end: 100,000 jobs through SQL into the API server"

@@ -8,7 +8,8 @@ SELECT plan(57);
 
 SELECT has_schema('paidb');
 SELECT tables_are('paidb', ARRAY['framework', 'framework_history', 'task_history', 'pod',
-    'framework_event', 'pod_event', 'tag', 'orphan', 'watch_state', 'installation']);
+    'framework_event', 'pod_event', 'tag', 'orphan', 'watch_state', 'installation',
+    'job_summary', 'job_count', 'job_count_delta']);
 
 -- framework
 SELECT col_is_pk('paidb', 'framework', 'name', 'framework is keyed by name');
@@ -60,7 +61,7 @@ SELECT has_index('paidb', 'framework', 'framework_needs_sync_idx', 'the work lis
 SELECT matches((SELECT pg_get_indexdef('paidb.framework_needs_sync_idx'::regclass)),
                'WHERE \(\(NOT api_server_deleted\) AND \(\(NOT request_synced\) OR \(sub_state = ''Completed''::text\)\)\)',
                'the partial index covers exactly the rows needing sync');
-SELECT has_index('paidb', 'framework', 'framework_submission_time_idx', 'jobs are listed by submission time');
+SELECT has_index('paidb', 'job_summary', 'job_summary_submission_time_idx', 'jobs are listed by submission time');
 SELECT has_index('paidb', 'framework_history', 'framework_history_framework_name_idx', 'history is found by framework');
 SELECT has_index('paidb', 'framework_event', 'framework_event_framework_name_idx', 'events are found by framework');
 

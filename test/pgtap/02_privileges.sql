@@ -4,7 +4,7 @@ SET client_min_messages = warning;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 DROP EXTENSION IF EXISTS paidb CASCADE;
 CREATE EXTENSION paidb;
-SELECT plan(66);
+SELECT plan(74);
 
 SELECT has_role('paidb_writer');
 SELECT has_role('paidb_reader');
@@ -44,10 +44,18 @@ SELECT ok(NOT has_function_privilege(r, 'paidb.put_framework_request(jsonb, time
 SELECT ok(NOT has_function_privilege('paidb_test_nobody', 'paidb.status()', 'EXECUTE'),
           'other roles cannot see worker status');
 
+-- the life cycle (SPEC §10): the writer archives and deletes, the reader does not,
+-- nobody but the owner runs a retention batch
+SELECT ok(has_function_privilege('paidb_writer', f, 'EXECUTE'), 'paidb_writer may call ' || f)
+  FROM unnest(ARRAY['paidb.archive_job(text, boolean)', 'paidb.delete_job(text)']) f;
+SELECT ok(NOT has_function_privilege('paidb_reader', f, 'EXECUTE'), 'paidb_reader may not call ' || f)
+  FROM unnest(ARRAY['paidb.archive_job(text, boolean)', 'paidb.delete_job(text)']) f;
+
 -- SECURITY DEFINER functions pin search_path
 SELECT is(array_agg(proname::text ORDER BY proname),
-          ARRAY['apply_watch_event', 'import_frameworks', 'patch_framework_request',
-                'put_framework_request', 'record_history', 'record_task_history', 'stop_framework', 'wakeup'],
+          ARRAY['apply_watch_event', 'archive_job', 'compact_job_counts', 'delete_job',
+                'import_frameworks', 'patch_framework_request', 'put_framework_request',
+                'record_history', 'record_task_history', 'retention_batch', 'stop_framework', 'wakeup'],
           'exactly the writing functions are SECURITY DEFINER')
   FROM pg_proc WHERE pronamespace = 'paidb'::regnamespace AND prosecdef;
 SELECT ok(proconfig @> ARRAY['search_path=pg_catalog, paidb'], proname || ' pins search_path')
@@ -71,7 +79,7 @@ SELECT throws_ok($$SELECT docker_secret_def FROM paidb.framework$$, '42501', NUL
                  'the reader cannot read secrets');
 SELECT throws_ok($$SELECT * FROM paidb.put_framework_request('{"metadata": {"name": "x"}}')$$, '42501', NULL,
                  'the reader cannot submit');
-SELECT is((SELECT count(*)::int FROM paidb.status()), 3, 'the reader sees worker status');
+SELECT is((SELECT count(*)::int FROM paidb.status()), 4, 'the reader sees worker status');
 RESET ROLE;
 
 -- a hostile search_path cannot redirect the definer functions

@@ -41,6 +41,8 @@ INSERT INTO paidb.watch_state (watcher, resource_version, listed_at) VALUES ('fr
 -- orphans as 0.1 queued them, hostile names too (SPEC §8: 0.2 drops those)
 INSERT INTO paidb.orphan (name, uid) VALUES ('uporphan1', 'u1'), ('.', 'u2'), ('..', 'u3'),
   (pg_catalog.repeat('a', 10000), 'u4');
+UPDATE paidb.framework SET archived = true WHERE name = 'upjob4';
+UPDATE paidb.framework SET user_name = 'bob', virtual_cluster = 'vc' || (length(name) % 2) WHERE name LIKE 'upjob1%';
 };
 $node->safe_psql('upgraded', $data_sql);
 my $data_query = q{SELECT pg_catalog.md5(pg_catalog.string_agg(f::text, ',' ORDER BY name)) FROM
@@ -123,6 +125,25 @@ is($node->safe_psql('upgraded', q{SELECT resource_version FROM paidb.watch_state
 # Orphans: the one a framework could be is kept, the hostile names are gone.
 is($node->safe_psql('upgraded', 'SELECT string_agg(name, \',\' ORDER BY name) FROM paidb.orphan'),
 	'uporphan1', 'the update drops queued orphans whose names no framework can have');
+# §10: the job list and the counts are built from the existing rows.
+my $summary_cols = q{name, job_name, user_name, execution_type, submission_time, creation_time,
+  launch_time, virtual_cluster, total_gpu_number, total_task_number, total_task_role_number,
+  job_priority, retries, retry_delay_time, platform_retries, resource_retries, user_retries,
+  completion_time, app_exit_code, sub_state, state, archived};
+is($node->safe_psql('upgraded', qq{SELECT count(*) FROM (
+  (SELECT $summary_cols FROM paidb.framework EXCEPT SELECT * FROM paidb.job_summary)
+  UNION ALL (SELECT * FROM paidb.job_summary EXCEPT SELECT $summary_cols FROM paidb.framework)) e}),
+	'0', 'the upgrade built paidb.job_summary from every job');
+is($node->safe_psql('upgraded', 'SELECT count(*) FROM paidb.job_summary'), '20', 'all 20 jobs are listed');
+is($node->safe_psql('upgraded', q{SELECT string_agg(s, ', ' ORDER BY s) FROM (SELECT coalesce(user_name, '-') || ' ' || coalesce(virtual_cluster, '-')
+    || ' ' || state || ' ' || archived || ' ' || n AS s FROM (
+  SELECT user_name, virtual_cluster, state, archived, sum(n) AS n FROM paidb.job_counts GROUP BY 1, 2, 3, 4) c) t}),
+	$node->safe_psql('upgraded', q{SELECT string_agg(s, ', ' ORDER BY s) FROM (SELECT coalesce(user_name, '-') || ' ' || coalesce(virtual_cluster, '-')
+    || ' ' || state || ' ' || archived || ' ' || n AS s FROM (
+  SELECT user_name, virtual_cluster, state, archived, count(*) AS n FROM paidb.framework GROUP BY 1, 2, 3, 4) c) t}),
+	'the upgrade counted the existing jobs');
+is($node->safe_psql('upgraded', 'SELECT sum(n) FROM paidb.job_counts WHERE NOT archived'), '19',
+	'the archived job is not in the default count');
 
 # And 0.2 works on the upgraded data.
 is($node->safe_psql('upgraded', q{SELECT request_generation || ' ' || changed FROM paidb.stop_framework('upjob3')}),

@@ -31,8 +31,8 @@ my $node = PaidbTest::new_node('api_faults', $fake, token_file => $token_file,
 	resync_interval => '20s', retain_mode => 'off', restart_after_crash => 'off',
 	conf => "paidb.k8s_timeout = '5s'\npaidb.max_rpc_concurrency = 8\n");
 ok($node->poll_query_until('postgres',
-	q{SELECT count(*) = 3 FROM paidb.status() WHERE pid IS NOT NULL AND state NOT LIKE 'waiting%'}),
-	'the three workers run');
+	q{SELECT count(*) = 4 FROM paidb.status() WHERE pid IS NOT NULL AND state NOT LIKE 'waiting%'}),
+	'the four workers run');
 ok($fake->wait_for_watches(2, $PaidbTest::WAIT), 'both watchers watch');
 
 # The sync worker's row of status(): {errors, requests_sent, last_error}.

@@ -1,0 +1,235 @@
+/*
+ * job_list.c — the trigger that keeps paidb.job_summary (the job list) and
+ * paidb.job_count_delta (the exact counts) in step with paidb.framework
+ * (SPEC §10, docs/queries.md).
+ *
+ * Written in C rather than PL/pgSQL because it runs on every submission:
+ * the PL/pgSQL version cost a fifth of put_framework_request's throughput,
+ * this one reads the listed columns straight from the trigger tuples and
+ * runs kept plans.
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "catalog/pg_type.h"
+#include "commands/trigger.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "utils/datum.h"
+#include "utils/rel.h"
+
+#include "spi_plan.h"
+
+/* The columns of paidb.job_summary, in its order (name first). */
+static const char *const summary_columns[] = {
+	"name", "job_name", "user_name", "execution_type", "submission_time",
+	"creation_time", "launch_time", "virtual_cluster", "total_gpu_number",
+	"total_task_number", "total_task_role_number", "job_priority", "retries",
+	"retry_delay_time", "platform_retries", "resource_retries", "user_retries",
+	"completion_time", "app_exit_code", "sub_state", "state", "archived"
+};
+static const Oid summary_types[] = {
+	TEXTOID, TEXTOID, TEXTOID, TEXTOID, TIMESTAMPTZOID,
+	TIMESTAMPTZOID, TIMESTAMPTZOID, TEXTOID, INT4OID,
+	INT4OID, INT4OID, TEXTOID, INT4OID,
+	INT4OID, INT4OID, INT4OID, INT4OID,
+	TIMESTAMPTZOID, INT4OID, TEXTOID, TEXTOID, BOOLOID
+};
+
+#define NSUMMARY lengthof(summary_columns)
+
+/* The counted key, as indexes into summary_columns. */
+static const int count_key[] = {2, 7, 20, 11, 21};	/* user, vc, state, priority, archived */
+
+#define NKEY lengthof(count_key)
+
+/* Attribute numbers of the summary columns in paidb.framework, per relation. */
+static Oid	cached_relid = InvalidOid;
+static AttrNumber cached_attnums[NSUMMARY];
+
+static SPIPlanPtr insert_plan = NULL;
+static SPIPlanPtr update_plan = NULL;
+static SPIPlanPtr delete_plan = NULL;
+static SPIPlanPtr delta_plan = NULL;
+
+/* Attribute numbers of the summary columns in the trigger's relation. */
+static const AttrNumber *
+framework_attnums(Relation rel)
+{
+	TupleDesc	desc = RelationGetDescr(rel);
+	int			i;
+
+	if (cached_relid == RelationGetRelid(rel))
+	{
+		/* still the same columns? (an ALTER TABLE could renumber them) */
+		for (i = 0; i < (int) NSUMMARY; i++)
+		{
+			AttrNumber	a = cached_attnums[i];
+
+			if (a < 1 || a > desc->natts ||
+				strcmp(NameStr(TupleDescAttr(desc, a - 1)->attname), summary_columns[i]) != 0)
+				break;
+		}
+		if (i == (int) NSUMMARY)
+			return cached_attnums;
+	}
+	for (i = 0; i < (int) NSUMMARY; i++)
+	{
+		int			a = SPI_fnumber(desc, summary_columns[i]);
+
+		if (a <= 0 || TupleDescAttr(desc, a - 1)->atttypid != summary_types[i])
+			elog(ERROR, "paidb.framework has no column %s of the expected type", summary_columns[i]);
+		cached_attnums[i] = (AttrNumber) a;
+	}
+	cached_relid = RelationGetRelid(rel);
+	return cached_attnums;
+}
+
+/* The summary columns of a framework tuple as SPI arguments. */
+static void
+summary_values(HeapTuple tuple, TupleDesc desc, const AttrNumber *attnums,
+			   Datum *values, char *nulls)
+{
+	int			i;
+
+	for (i = 0; i < (int) NSUMMARY; i++)
+	{
+		bool		isnull;
+
+		values[i] = heap_getattr(tuple, attnums[i], desc, &isnull);
+		nulls[i] = isnull ? 'n' : ' ';
+	}
+}
+
+/* Append one +1/-1 row for the key of `values` to paidb.job_count_delta. */
+static void
+add_delta(const Datum *values, const char *nulls, int n)
+{
+	Datum		args[NKEY + 1];
+	char		argnulls[NKEY + 1];
+	int			i;
+
+	for (i = 0; i < (int) NKEY; i++)
+	{
+		args[i] = values[count_key[i]];
+		argnulls[i] = nulls[count_key[i]];
+	}
+	args[NKEY] = Int32GetDatum(n);
+	argnulls[NKEY] = ' ';
+	if (SPI_execute_plan(delta_plan, args, argnulls, false, 0) != SPI_OK_INSERT)
+		elog(ERROR, "could not add a job count delta");
+}
+
+/* Whether the counted key differs between two rows of values. */
+static bool
+key_changed(const Datum *a, const char *an, const Datum *b, const char *bn)
+{
+	int			i;
+
+	for (i = 0; i < (int) NKEY; i++)
+	{
+		int			c = count_key[i];
+
+		if (an[c] != bn[c])
+			return true;
+		if (an[c] == 'n')
+			continue;
+		if (summary_types[c] == BOOLOID)
+		{
+			if (DatumGetBool(a[c]) != DatumGetBool(b[c]))
+				return true;
+		}
+		else if (!datumIsEqual(a[c], b[c], false, -1))
+			return true;
+	}
+	return false;
+}
+
+/* Prepare the trigger's statements once per process (inside SPI). */
+static void
+prepare_plans(void)
+{
+	Oid			delta_types[NKEY + 1];
+	int			i;
+
+	if (delta_plan != NULL)
+		return;
+	for (i = 0; i < (int) NKEY; i++)
+		delta_types[i] = summary_types[count_key[i]];
+	delta_types[NKEY] = INT4OID;
+	insert_plan = paidb_prepare_kept(
+		"INSERT INTO paidb.job_summary VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, "
+		"$12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22)",
+		NSUMMARY, (Oid *) summary_types);
+	update_plan = paidb_prepare_kept(
+		"UPDATE paidb.job_summary SET job_name = $2, user_name = $3, execution_type = $4, "
+		"submission_time = $5, creation_time = $6, launch_time = $7, virtual_cluster = $8, "
+		"total_gpu_number = $9, total_task_number = $10, total_task_role_number = $11, "
+		"job_priority = $12, retries = $13, retry_delay_time = $14, platform_retries = $15, "
+		"resource_retries = $16, user_retries = $17, completion_time = $18, app_exit_code = $19, "
+		"sub_state = $20, state = $21, archived = $22 WHERE name OPERATOR(pg_catalog.=) $1",
+		NSUMMARY, (Oid *) summary_types);
+	delete_plan = paidb_prepare_kept(
+		"DELETE FROM paidb.job_summary WHERE name OPERATOR(pg_catalog.=) $1",
+		1, (Oid *) summary_types);
+	delta_plan = paidb_prepare_kept(
+		"INSERT INTO paidb.job_count_delta (user_name, virtual_cluster, state, job_priority, archived, n) "
+		"VALUES ($1, $2, $3, $4, $5, $6)",
+		NKEY + 1, delta_types);
+}
+
+PG_FUNCTION_INFO_V1(paidb_framework_summary_trigger);
+
+/* AFTER ROW trigger of paidb.framework: keep the job list and counts. */
+Datum
+paidb_framework_summary_trigger(PG_FUNCTION_ARGS)
+{
+	TriggerData *trigdata = (TriggerData *) fcinfo->context;
+	TupleDesc	desc;
+	const AttrNumber *attnums;
+	Datum		newv[NSUMMARY];
+	char		newn[NSUMMARY];
+	Datum		oldv[NSUMMARY];
+	char		oldn[NSUMMARY];
+
+	if (!CALLED_AS_TRIGGER(fcinfo) || !TRIGGER_FIRED_AFTER(trigdata->tg_event) ||
+		!TRIGGER_FIRED_FOR_ROW(trigdata->tg_event))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("paidb.framework_summary_trigger() must be an AFTER ROW trigger")));
+
+	desc = RelationGetDescr(trigdata->tg_relation);
+	attnums = framework_attnums(trigdata->tg_relation);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	prepare_plans();
+
+	if (TRIGGER_FIRED_BY_INSERT(trigdata->tg_event))
+	{
+		summary_values(trigdata->tg_trigtuple, desc, attnums, newv, newn);
+		if (SPI_execute_plan(insert_plan, newv, newn, false, 0) != SPI_OK_INSERT)
+			elog(ERROR, "could not insert into paidb.job_summary");
+		add_delta(newv, newn, 1);
+	}
+	else if (TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event))
+	{
+		summary_values(trigdata->tg_trigtuple, desc, attnums, oldv, oldn);
+		summary_values(trigdata->tg_newtuple, desc, attnums, newv, newn);
+		if (SPI_execute_plan(update_plan, newv, newn, false, 0) != SPI_OK_UPDATE)
+			elog(ERROR, "could not update paidb.job_summary");
+		if (key_changed(oldv, oldn, newv, newn))
+		{
+			add_delta(oldv, oldn, -1);
+			add_delta(newv, newn, 1);
+		}
+	}
+	else if (TRIGGER_FIRED_BY_DELETE(trigdata->tg_event))
+	{
+		summary_values(trigdata->tg_trigtuple, desc, attnums, oldv, oldn);
+		if (SPI_execute_plan(delete_plan, oldv, oldn, false, 0) != SPI_OK_DELETE)
+			elog(ERROR, "could not delete from paidb.job_summary");
+		add_delta(oldv, oldn, -1);
+	}
+	SPI_finish();
+	return PointerGetDatum(NULL);
+}

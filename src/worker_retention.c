@@ -1,0 +1,206 @@
+/*
+ * worker_retention.c — the retention worker (SPEC §10, docs/queries.md).
+ *
+ * Every paidb.retention_interval it folds the job-count deltas into
+ * paidb.job_count, then deletes expired jobs (paidb.retention) and events
+ * (paidb.event_retention) in batches of paidb.retention_batch_size, one
+ * short transaction per batch, through paidb.retention_batch().  Rows
+ * locked by anyone else are skipped, never waited for; a submission or a
+ * watch event never waits on this worker for longer than one batch of
+ * deletes of rows it does not touch.
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "storage/latch.h"
+#include "utils/builtins.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+
+#include "guc.h"
+#include "worker_common.h"
+#include "worker_retention.h"
+
+/* Pause between two batches, so that the batches never form one long burst. */
+#define RETENTION_PAUSE_MS 20
+
+/* A cycle stops after this many batches and goes on at the next one. */
+#define RETENTION_MAX_BATCHES 1000
+
+typedef struct RetentionRun
+{
+	int64		folded;			/* job-count delta rows compacted */
+	int64		jobs;			/* jobs deleted */
+	int64		events;			/* events deleted */
+} RetentionRun;
+
+/* Sleep on the latch for ms, then handle signals and settings reloads. */
+static void
+retention_sleep(long ms)
+{
+	int			rc;
+
+	rc = WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+				   ms, PG_WAIT_EXTENSION);
+	if (rc & WL_LATCH_SET)
+		ResetLatch(MyLatch);
+	CHECK_FOR_INTERRUPTS();
+	paidb_worker_reload_if_needed();
+}
+
+/* An interval literal of `seconds`, or NULL for 0 (keep forever). */
+static char *
+age_literal(int seconds)
+{
+	return seconds > 0 ? psprintf("%d seconds", seconds) : NULL;
+}
+
+/*
+ * Run one statement in its own transaction; on error log it, count it in
+ * status() and return false.  The statement returns one row of int8
+ * columns, stored in out[0..nout-1].
+ */
+static bool
+run_step(const char *activity, const char *sql, int nargs, Oid *types,
+		 Datum *args, const char *nulls, int64 *out, int nout)
+{
+	MemoryContext oldcxt = CurrentMemoryContext;
+	volatile bool ok = true;
+
+	paidb_worker_begin(activity);
+	PG_TRY();
+	{
+		int			i;
+
+		if (SPI_execute_with_args(sql, nargs, types, args, nulls, false, 0) != SPI_OK_SELECT ||
+			SPI_processed != 1)
+			elog(ERROR, "unexpected result from \"%s\"", sql);
+		for (i = 0; i < nout; i++)
+		{
+			bool		isnull;
+			Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, i + 1, &isnull);
+
+			out[i] = isnull ? 0 : DatumGetInt64(d);
+		}
+		paidb_worker_commit();
+		/* paidb_worker_commit leaves the worker's long-lived context current */
+		MemoryContextSwitchTo(oldcxt);
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(oldcxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		AbortCurrentTransaction();
+		pgstat_report_activity(STATE_IDLE, NULL);
+		MemoryContextSwitchTo(oldcxt);
+		ereport(WARNING,
+				(errmsg("paidb retention: %s failed: %s", activity, edata->message)));
+		paidb_worker_report(PAIDB_WORKER_RETENTION, NULL, NULL, 0, 0, 1, edata->message);
+		FreeErrorData(edata);
+		ok = false;
+	}
+	PG_END_TRY();
+	return ok;
+}
+
+/* One cycle: compact the counts, then delete expired rows batch by batch. */
+static bool
+retention_cycle(RetentionRun *run)
+{
+	char	   *job_age = age_literal(paidb_retention_s);
+	char	   *event_age = age_literal(paidb_event_retention_s);
+	Oid			types[3] = {TEXTOID, TEXTOID, INT4OID};
+	int			batches;
+
+	memset(run, 0, sizeof(*run));
+	if (!run_step("paidb retention: compacting job counts",
+				  "SELECT paidb.compact_job_counts()", 0, NULL, NULL, NULL,
+				  &run->folded, 1))
+		return false;
+	if (job_age == NULL && event_age == NULL)
+		return true;
+
+	for (batches = 0; batches < RETENTION_MAX_BATCHES; batches++)
+	{
+		Datum		args[3];
+		char		nulls[3] = {' ', ' ', ' '};
+		int64		got[2];
+		int			batch = paidb_retention_batch_size;
+
+		args[0] = job_age ? CStringGetTextDatum(job_age) : (Datum) 0;
+		args[1] = event_age ? CStringGetTextDatum(event_age) : (Datum) 0;
+		args[2] = Int32GetDatum(batch);
+		if (job_age == NULL)
+			nulls[0] = 'n';
+		if (event_age == NULL)
+			nulls[1] = 'n';
+		if (!run_step("paidb retention: deleting expired jobs and events",
+					  "SELECT jobs_deleted, events_deleted FROM "
+					  "paidb.retention_batch($1::interval, $2::interval, $3)",
+					  3, types, args, nulls, got, 2))
+			return false;
+		run->jobs += got[0];
+		run->events += got[1];
+		paidb_worker_report(PAIDB_WORKER_RETENTION, NULL, NULL,
+							(uint64) (got[0] + got[1]), 0, 0, NULL);
+		/* fewer than a full batch of each kind: nothing left to do */
+		if (got[0] < batch && got[1] < batch)
+			break;
+		retention_sleep(RETENTION_PAUSE_MS);
+		/* settings may have changed during the pause */
+		if (paidb_retention_s <= 0 && paidb_event_retention_s <= 0)
+			break;
+	}
+	return true;
+}
+
+/* The retention worker's entry point and main loop. */
+void
+paidb_retention_main(Datum main_arg)
+{
+	int			failures = 0;
+	MemoryContext loop_cxt;
+
+	paidb_worker_startup(PAIDB_WORKER_RETENTION);
+	loop_cxt = AllocSetContextCreate(paidb_worker_context,
+									 "paidb retention loop",
+									 ALLOCSET_DEFAULT_SIZES);
+
+	for (;;)
+	{
+		RetentionRun run;
+		long		delay = paidb_retention_interval_ms;
+
+		CHECK_FOR_INTERRUPTS();
+		paidb_worker_reload_if_needed();
+		MemoryContextSwitchTo(loop_cxt);
+		if (retention_cycle(&run))
+		{
+			char		state[64];
+
+			failures = 0;
+			snprintf(state, sizeof(state), "idle; last run deleted %lld jobs, %lld events",
+					 (long long) run.jobs, (long long) run.events);
+			paidb_worker_report(PAIDB_WORKER_RETENTION, state, NULL, 0, 0, 0, NULL);
+			if (run.jobs > 0 || run.events > 0)
+				ereport(LOG,
+						(errmsg("paidb retention deleted %lld jobs and %lld events",
+								(long long) run.jobs, (long long) run.events)));
+		}
+		else
+		{
+			failures++;
+			paidb_worker_report(PAIDB_WORKER_RETENTION, "retrying after an error", NULL, 0, 0, 0, NULL);
+			delay = Min(delay, paidb_backoff_ms(failures, 0));
+		}
+		MemoryContextSwitchTo(paidb_worker_context);
+		MemoryContextReset(loop_cxt);
+		retention_sleep(delay);
+	}
+}

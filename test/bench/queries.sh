@@ -1,0 +1,256 @@
+#!/usr/bin/env bash
+# test/bench/queries.sh — job queries and the data life cycle at scale
+# (issue 10, docs/queries.md).  On one fresh PostgreSQL:
+#
+#   1. PAIDB_BENCH_JOBS (default 1,000,000) realistic jobs, built set-based
+#      (queries_data.sql) in a database at paidb 0.1, then ALTER EXTENSION
+#      paidb UPDATE (which builds the job list and counts from them: timed);
+#      the same jobs copied into OpenPAI's own schema (openpai_schema.sql:
+#      its Sequelize models' tables and indexes, TEXT snapshots);
+#   2. every job-list shape of rest-server (queries_shapes.sql, the SQL
+#      Sequelize 5.21.3 emits) through the openpai views, on paidb's own
+#      tables, and on OpenPAI's schema: p50/p99 side by side, with the
+#      targets (page <= 5 ms, count and keyword <= 50 ms, offset 100,000
+#      <= 50 ms) and the counts each returned (they must agree);
+#   3. put_framework_request and apply_watch_event throughput with and
+#      without the write path's new work (the job-list trigger), alternating;
+#   4. submissions while retention deletes >= 100,000 expired jobs, beside
+#      submissions without it;
+#   5. bytes per job, paidb beside OpenPAI's schema: a typical job, a
+#      1,000-instance job and its history.
+#
+# Run as root (servers run as postgres), niced.  PAIDB_BENCH_JOBS=100000 for
+# a quick try; BENCH_QUERY_RUNS (default 21) timed runs per shape on paidb,
+# BENCH_BASELINE_RUNS (default 5) on OpenPAI's schema; BENCH_SECONDS per
+# throughput run.
+set -uo pipefail
+
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+. "$ROOT/test/lib/common.sh"
+[ "$(id -u)" = 0 ] || { echo "run as root" >&2; exit 2; }
+
+JOBS=${PAIDB_BENCH_JOBS:-1000000}
+RUNS=${BENCH_QUERY_RUNS:-21}
+BASE_RUNS=${BENCH_BASELINE_RUNS:-5}
+SECS=${BENCH_SECONDS:-8}
+HERE="$ROOT/test/bench"
+
+paidb_build_install "$ROOT" >/dev/null || { echo "queries bench: build failed" >&2; exit 1; }
+W=$(mktemp -d /tmp/paidb-qbench.XXXXXX)
+chmod 755 "$W"
+chown postgres "$W"
+PORT=$(paidb_free_port)
+trap 'paidb_stop_pg "$W/pg"' EXIT
+# fsync off (paidb_start_pg's default): we measure paidb's work, not the disk
+paidb_start_pg "$W/pg" "$PORT" "shared_buffers = '2GB'" "work_mem = '16MB'" \
+    "maintenance_work_mem = '512MB'" "max_wal_size = '8GB'" "random_page_cost = 1.1" \
+    "effective_cache_size = '8GB'" "max_connections = 50" || exit 1
+export PGHOST=127.0.0.1 PGPORT=$PORT PGUSER=postgres PGDATABASE=jobs
+PSQL="nice psql -X -q -v ON_ERROR_STOP=1"
+cp "$HERE"/*.sql "$W/" && chmod 644 "$W"/*.sql
+
+ms_since() { echo $(( ($(date +%s%N) - $1) / 1000000 )); }
+
+echo "== building $JOBS jobs (paidb 0.1), then ALTER EXTENSION paidb UPDATE"
+psql -X -q -d postgres -c "CREATE DATABASE jobs" || exit 1
+$PSQL -c "CREATE EXTENSION pg_trgm" -c "CREATE EXTENSION paidb VERSION '0.1'" -f "$W/fixtures.sql" >/dev/null || exit 1
+t0=$(date +%s%N)
+$PSQL -v jobs="$JOBS" -f "$W/queries_data.sql" || exit 1
+echo "built $JOBS jobs in $(( $(ms_since $t0) / 1000 )) s"
+t0=$(date +%s%N)
+$PSQL -c "ALTER EXTENSION paidb UPDATE" || exit 1
+echo "ALTER EXTENSION paidb UPDATE (job list, counts and indexes from $JOBS jobs): $(( $(ms_since $t0) / 1000 )) s"
+$PSQL -f "$W/queries_bench.sql" -c "VACUUM ANALYZE" || exit 1
+
+echo "== the same jobs in OpenPAI's own schema (its Sequelize models' tables and indexes)"
+t0=$(date +%s%N)
+$PSQL <<EOS || exit 1
+CREATE SCHEMA openpai_db;
+SET search_path = openpai_db;
+\i $W/openpai_schema.sql
+INSERT INTO openpai_db.frameworks ("insertedAt", name, namespace, "jobName", "userName", "jobConfig",
+  "executionType", "creationTime", "launchTime", "virtualCluster", "jobPriority", "totalGpuNumber",
+  "totalTaskNumber", "totalTaskRoleNumber", "logPathInfix", "submissionTime", retries, "retryDelayTime",
+  "platformRetries", "resourceRetries", "userRetries", "completionTime", "appExitCode", "subState", state,
+  snapshot, "requestSynced", "apiServerDeleted", "updatedAt")
+SELECT inserted_at, name, namespace, job_name, user_name, job_config, execution_type, creation_time,
+  launch_time, virtual_cluster, job_priority, total_gpu_number, total_task_number, total_task_role_number,
+  log_path_infix, submission_time, retries, retry_delay_time, platform_retries, resource_retries,
+  user_retries, completion_time, app_exit_code, sub_state, state, snapshot::text, request_synced,
+  api_server_deleted, updated_at FROM paidb.framework;
+INSERT INTO openpai_db.tags ("insertedAt", uid, "frameworkName", name, "updatedAt")
+SELECT inserted_at, uid, framework_name, name, updated_at FROM paidb.tag;
+INSERT INTO openpai_db.framework_history ("insertedAt", uid, "frameworkName", "attemptIndex", "historyType", snapshot, "updatedAt")
+SELECT inserted_at, uid, framework_name, attempt_index, history_type, snapshot::text, updated_at FROM paidb.framework_history;
+VACUUM ANALYZE openpai_db.frameworks, openpai_db.tags, openpai_db.framework_history;
+EOS
+echo "copied in $(( $(ms_since $t0) / 1000 )) s"
+
+$PSQL -c "CREATE EXTENSION paidb_openpai" || exit 1
+
+echo
+echo "== job-list queries at $JOBS jobs: p50 / p99 ms ($RUNS runs; OpenPAI's schema $BASE_RUNS runs)"
+/usr/bin/python3 "$HERE/queries_shapes.py" "$W/queries_shapes.sql" "$RUNS" "$BASE_RUNS" > "$W/timing.sql"
+$PSQL -f "$W/timing.sql" > "$W/timing.out" || { cat "$W/timing.out"; exit 1; }
+awk -F'|' '
+function target(s) { if (s ~ /^offset_100000/) return 50; if (s ~ /_count$/ || s ~ /keyword/) return 50; return 5 }
+{ k = $1; if (!(k in seen)) { seen[k] = 1; order[++n] = k }
+  p50[k, $2] = $3; p99[k, $2] = $4; res[k, $2] = $5 }
+END {
+  printf "%-34s %17s %17s %19s  %6s  %s\n", "shape", "openpai views", "paidb tables", "OpenPAI schema", "target", "result"
+  miss = 0; bad = 0
+  for (i = 1; i <= n; i++) {
+    k = order[i]; t = target(k)
+    worst = p50[k, "view"] + 0; if (p50[k, "paidb"] + 0 > worst) worst = p50[k, "paidb"] + 0
+    ok = (worst <= t) ? "PASS" : "MISS"; if (ok == "MISS") miss++
+    same = (k ~ /_count$/ && (res[k, "view"] != res[k, "paidb"] || res[k, "view"] != res[k, "openpai"])) ? " COUNTS DIFFER" : ""
+    if (same != "") bad++
+    printf "%-34s %7.2f / %7.2f %7.2f / %7.2f %8.2f / %8.2f  %4d ms  %s%s\n", k, p50[k, "view"], p99[k, "view"],
+      p50[k, "paidb"], p99[k, "paidb"], p50[k, "openpai"], p99[k, "openpai"], t, ok, same
+  }
+  printf "%d shapes, %d over target (p50 of the slower paidb path), %d with counts that differ\n", n, miss, bad
+}' "$W/timing.out"
+
+echo
+echo "== write path: with and without the job-list trigger, 8 clients, alternating ($SECS s each, 3 runs)"
+cat > "$W/put.sql" <<'EOS'
+SELECT p.name FROM bench.template, paidb.put_framework_request(replace(t, '__name__', 'p' || md5(random()::text || clock_timestamp()::text))::jsonb) p;
+EOS
+$PSQL <<'EOS' || exit 1
+SELECT count(*) FROM generate_series(1, 800) i, paidb.put_framework_request(bench.request_3kb('w' || i));
+CREATE SEQUENCE bench.rv START 1000;
+EOS
+# status updates that change no listed column (most events): the trigger's
+# WHEN is false; and events that move the job between WAITING and RUNNING
+# each time (the trigger fires on every one: the worst case)
+for kind in same change; do
+    if [ $kind = same ]; then st="'AttemptRunning'"; else st="CASE WHEN r % 2 = 0 THEN 'AttemptRunning' ELSE 'AttemptPreparing' END"; fi
+    cat > "$W/event_$kind.sql" <<EOS
+\set j random(1, 100)
+SELECT paidb.apply_watch_event('MODIFIED', jsonb_build_object(
+  'apiVersion', 'frameworkcontroller.microsoft.com/v1', 'kind', 'Framework',
+  'metadata', jsonb_build_object('name', 'w' || ((:client_id % 8) * 100 + :j), 'resourceVersion', r::text,
+                                 'annotations', jsonb_build_object('requestGeneration', '1')),
+  'status', jsonb_build_object('state', $st,
+     'attemptStatus', jsonb_build_object('id', 0, 'completionStatus', null,
+        'taskRoleStatuses', jsonb_build_array(jsonb_build_object('name', 'worker', 'taskStatuses', jsonb_build_array()))),
+     'retryPolicyStatus', jsonb_build_object('totalRetriedCount', 0, 'accountableRetriedCount', 0))))
+  FROM nextval('bench.rv') r;
+EOS
+done
+chmod 644 "$W"/*.sql
+tps() {
+    su postgres -c "PGOPTIONS='-c synchronous_commit=${2:-off}' nice pgbench -n -h $PGHOST -p $PGPORT -c 8 -j 2 -T $SECS -f $1 jobs" 2>&1 |
+        sed -n 's/^tps = \([0-9.]*\) .*/\1/p' | head -1
+}
+median() { sort -n | awk '{a[NR]=$1} END {if (NR % 2) print a[(NR+1)/2]; else printf "%.1f\n", (a[NR/2]+a[NR/2+1])/2}'; }
+trig() { $PSQL -c "ALTER TABLE paidb.framework $1 TRIGGER framework_summary_insert_delete" \
+               -c "ALTER TABLE paidb.framework $1 TRIGGER framework_summary_update"; }
+for what in "put off" "put on" "event_same off" "event_change off"; do
+    set -- $what
+    with=(); without=()
+    for i in 1 2 3; do
+        trig ENABLE; with+=("$(tps "$W/$1.sql" $2)")
+        trig DISABLE; without+=("$(tps "$W/$1.sql" $2)")
+    done
+    trig ENABLE
+    a=$(printf '%s\n' "${with[@]}" | median); b=$(printf '%s\n' "${without[@]}" | median)
+    case $1 in
+        put) name="put_framework_request (new ~3 KB jobs), synchronous_commit=$2";;
+        event_same) name="apply_watch_event (status updates, no listed column changes)";;
+        event_change) name="apply_watch_event (every event changes the job's state)";;
+    esac
+    echo "$name: $a/s with the job list (runs: ${with[*]}), $b/s without (runs: ${without[*]})"
+    awk -v a="$a" -v b="$b" 'BEGIN {printf "  ratio %.2f; target >= 0.90: %s\n", a/b, (a/b >= 0.9 ? "PASS" : "MISS")}'
+done
+# the jobs the throughput runs added would otherwise skew the rest
+$PSQL -c "SELECT paidb.compact_job_counts()" >/dev/null
+
+echo
+echo "== retention: submissions while >= 100,000 expired jobs are deleted (batches of 100, as the worker does)"
+AGE=$($PSQL -At -c "SELECT ceil(extract(epoch FROM now() - completion_time) / 86400) - 1 || ' days' FROM paidb.framework
+   WHERE api_server_deleted AND sub_state = 'Completed' ORDER BY completion_time LIMIT 1 OFFSET 99999")
+[ -n "$AGE" ] || AGE='0 days'
+EXPIRED=$($PSQL -At -c "SELECT count(*) FROM paidb.framework WHERE api_server_deleted AND sub_state = 'Completed' AND completion_time < now() - interval '$AGE'")
+echo "paidb.retention = '$AGE': $EXPIRED expired jobs"
+before=$(tps "$W/put.sql" off)
+cat > "$W/retention.sql" <<EOS
+DO \$\$
+DECLARE r record; t0 timestamptz := clock_timestamp(); total bigint := 0; batches int := 0;
+BEGIN
+  LOOP
+    SELECT * INTO r FROM paidb.retention_batch('$AGE', NULL, 100);
+    total := total + r.jobs_deleted; batches := batches + 1;
+    COMMIT;
+    EXIT WHEN r.jobs_deleted < 100;
+    PERFORM pg_sleep(0.02);
+  END LOOP;
+  RAISE NOTICE 'retention deleted % jobs in % batches, % s', total, batches,
+    round(extract(epoch FROM clock_timestamp() - t0)::numeric, 1);
+END \$\$;
+EOS
+chmod 644 "$W/retention.sql"
+t0=$(date +%s%N)
+nice psql -X -q -f "$W/retention.sql" > "$W/retention.out" 2>&1 &
+RPID=$!
+during=()
+while kill -0 $RPID 2>/dev/null && [ ${#during[@]} -lt 20 ]; do during+=("$(tps "$W/put.sql" off)"); done
+wait $RPID
+after=$(tps "$W/put.sql" off)
+sed -n 's/.*NOTICE: *//p' "$W/retention.out"
+d=$(printf '%s\n' "${during[@]}" | median)
+echo "put_framework_request: $d/s while retention ran (runs: ${during[*]}); $before/s before, $after/s after"
+awk -v d="$d" -v b="$before" -v a="$after" 'BEGIN {m = (a + b) / 2; printf "  ratio %.2f of the mean without; target >= 0.80: %s\n", d/m, (d/m >= 0.8 ? "PASS" : "MISS")}'
+$PSQL -At -c "SELECT 'left: ' || count(*) || ' expired jobs' FROM paidb.framework WHERE api_server_deleted AND sub_state = 'Completed' AND completion_time < now() - interval '$AGE'"
+
+echo
+echo "== bytes per job (table + TOAST + indexes), paidb beside OpenPAI's schema"
+psql -X -q -d postgres -c "CREATE DATABASE cost" || exit 1
+PGDATABASE=cost $PSQL -c "CREATE EXTENSION pg_trgm" -c "CREATE EXTENSION paidb" -f "$W/fixtures.sql" \
+    -f "$W/queries_bench.sql" >/dev/null || exit 1
+PGDATABASE=cost $PSQL -v jobs=10000 -f "$W/queries_data.sql" || exit 1
+PGDATABASE=cost $PSQL -At <<EOS | awk -F'|' 'NF == 3 {printf "%-50s paidb %8d bytes/job, OpenPAI %8d bytes/job: paidb/OpenPAI %.2f (goal <= 0.33)\n", $1, $2, $3, $2/$3}'
+CREATE SCHEMA openpai_db;
+SET search_path = openpai_db;
+\i $W/openpai_schema.sql
+RESET search_path;
+-- the same jobs in OpenPAI's tables
+CREATE FUNCTION pg_temp.copy_to_openpai() RETURNS void LANGUAGE sql AS \$\$
+TRUNCATE openpai_db.frameworks CASCADE;
+INSERT INTO openpai_db.frameworks ("insertedAt", name, namespace, "jobName", "userName", "jobConfig",
+  "executionType", "creationTime", "launchTime", "virtualCluster", "jobPriority", "totalGpuNumber",
+  "totalTaskNumber", "totalTaskRoleNumber", "logPathInfix", "submissionTime", retries, "retryDelayTime",
+  "platformRetries", "resourceRetries", "userRetries", "completionTime", "appExitCode", "subState", state,
+  snapshot, "requestSynced", "apiServerDeleted", "updatedAt")
+SELECT inserted_at, name, namespace, job_name, user_name, job_config, execution_type, creation_time,
+  launch_time, virtual_cluster, job_priority, total_gpu_number, total_task_number, total_task_role_number,
+  log_path_infix, submission_time, retries, retry_delay_time, platform_retries, resource_retries,
+  user_retries, completion_time, app_exit_code, sub_state, state, snapshot::text, request_synced,
+  api_server_deleted, updated_at FROM paidb.framework;
+INSERT INTO openpai_db.tags ("insertedAt", uid, "frameworkName", name, "updatedAt")
+SELECT inserted_at, uid, framework_name, name, updated_at FROM paidb.tag;
+INSERT INTO openpai_db.framework_history ("insertedAt", uid, "frameworkName", "attemptIndex", "historyType", snapshot, "updatedAt")
+SELECT inserted_at, uid, framework_name, attempt_index, history_type, snapshot::text, updated_at FROM paidb.framework_history;
+\$\$;
+CREATE FUNCTION pg_temp.paidb_bytes() RETURNS bigint LANGUAGE sql AS \$\$
+SELECT bench.bytes(ARRAY['paidb.framework', 'paidb.job_summary', 'paidb.framework_history', 'paidb.tag',
+                         'paidb.job_count', 'paidb.job_count_delta']::regclass[]) \$\$;
+CREATE FUNCTION pg_temp.openpai_bytes() RETURNS bigint LANGUAGE sql AS \$\$
+SELECT bench.bytes(ARRAY['openpai_db.frameworks', 'openpai_db.framework_history', 'openpai_db.tags']::regclass[]) \$\$;
+DO \$\$ BEGIN PERFORM paidb.compact_job_counts(); PERFORM pg_temp.copy_to_openpai(); END \$\$;
+VACUUM ANALYZE;
+CREATE TEMP TABLE base AS SELECT pg_temp.paidb_bytes() AS p, pg_temp.openpai_bytes() AS o,
+  (SELECT count(*) FROM paidb.framework) AS n;
+SELECT 'typical job (of 10,000: 4 instances, tags, 10% retried)', base.p / base.n, base.o / base.n FROM base;
+-- 20 jobs of 1,000 instances, each with one retried attempt in the history
+INSERT INTO paidb.framework (name, job_name, user_name, virtual_cluster, submission_time, snapshot,
+    request_generation, request_synced, state, sub_state)
+SELECT 'big' || i, 'big', 'user001', 'default', now(), bench.snapshot_600kb('big' || i), 1, true, 'RUNNING', 'AttemptRunning'
+  FROM generate_series(1, 20) i;
+INSERT INTO paidb.framework_history (uid, framework_name, attempt_index, snapshot)
+SELECT paidb.history_uid('big' || i, 0, 'retry'), 'big' || i, 0, bench.snapshot_600kb('big' || i) FROM generate_series(1, 20) i;
+DO \$\$ BEGIN PERFORM paidb.compact_job_counts(); PERFORM pg_temp.copy_to_openpai(); END \$\$;
+VACUUM ANALYZE;
+SELECT '1,000-instance job with one retried attempt', (pg_temp.paidb_bytes() - base.p) / 20,
+       (pg_temp.openpai_bytes() - base.o) / 20 FROM base;
+EOS

@@ -1,0 +1,31 @@
+SET client_min_messages = warning;
+-- Helpers of test/bench/queries.sh.
+CREATE SCHEMA IF NOT EXISTS bench;
+
+-- p50 and p99 in ms of `runs` executions of a query after one warm-up run
+-- (planning included, as for a client's simple query), and what it
+-- returned: the value of a one-row result (a count), else the row count.
+CREATE OR REPLACE FUNCTION bench.time_query(q text, runs int DEFAULT 11,
+    OUT p50 numeric, OUT p99 numeric, OUT rows text)
+LANGUAGE plpgsql AS $$
+DECLARE
+    t0 timestamptz;
+    ts float8[] := '{}';
+    n bigint;
+    v text;
+BEGIN
+    EXECUTE 'SELECT count(*), min(x::text) FROM (' || q || ') x' INTO n, v;
+    rows := CASE WHEN n = 1 THEN v ELSE n::text END;
+    FOR i IN 1 .. runs LOOP
+        t0 := clock_timestamp();
+        EXECUTE q;
+        ts := ts || extract(epoch FROM clock_timestamp() - t0) * 1000;
+    END LOOP;
+    SELECT round(percentile_cont(0.5) WITHIN GROUP (ORDER BY x)::numeric, 2),
+           round(percentile_cont(0.99) WITHIN GROUP (ORDER BY x)::numeric, 2)
+      INTO p50, p99 FROM unnest(ts) x;
+END $$;
+
+-- Bytes of a set of relations with their TOAST tables and indexes.
+CREATE OR REPLACE FUNCTION bench.bytes(rels regclass[]) RETURNS bigint
+LANGUAGE sql AS $$ SELECT sum(pg_total_relation_size(r))::bigint FROM unnest(rels) r $$;

@@ -1,0 +1,79 @@
+#!/usr/bin/env python3
+"""Turn test/bench/queries_shapes.sql into the timing script of queries.sh.
+
+Each shape is run three ways, the same rows asked for:
+  view     the Sequelize SQL as logged, with search_path = openpai (paidb's views)
+  paidb    the same query on paidb's own tables: paidb.job_summary and
+           paidb.tag; a count whose filters are only user, virtual cluster,
+           state and priority sums paidb.job_count and job_count_delta
+  openpai  the Sequelize SQL as logged, with search_path = openpai_db
+           (OpenPAI's own tables and indexes, the same jobs)
+
+usage: queries_shapes.py SHAPES_FILE RUNS BASELINE_RUNS > timing.sql
+Prints psql input whose output lines are "shape|variant|p50|p99|rows".
+"""
+import re
+import sys
+
+COUNTED = {'userName', 'virtualCluster', 'state', 'jobPriority'}
+
+
+def snake(name):
+    return re.sub(r'([A-Z])', lambda m: '_' + m.group(1).lower(), name)
+
+
+def shapes(path):
+    """(label, sql) pairs of the file: a '-- label kind' line, then the query."""
+    out = []
+    label = None
+    with open(path) as f:
+        for line in f:
+            line = line.rstrip('\n')
+            m = re.match(r'^-- (\S+) (page|count)$', line)
+            if m:
+                label = m.group(1) + '_' + m.group(2)
+            elif label and line.strip():
+                out.append((label, line.strip().rstrip(';').strip()))
+                label = None
+    return out
+
+
+def to_paidb(label, sql):
+    """The query on paidb's own tables."""
+    q = sql.replace('"frameworks" AS "framework"', 'paidb.job_summary AS "framework"')
+    q = q.replace('"tags" AS "tags"', 'paidb.tag AS "tags"')
+    q = q.replace('FROM "tags" WHERE', 'FROM paidb.tag AS "tags" WHERE')
+    q = q.replace('SELECT "frameworkName" FROM', 'SELECT framework_name FROM')
+    q = re.sub(r'"(framework|tags)"\."([a-zA-Z]+)"',
+               lambda m: '"%s".%s' % (m.group(1), snake(m.group(2))), q)
+    if label.endswith('_count'):
+        where = sql.split(' WHERE ', 1)[1] if ' WHERE ' in sql else ''
+        cols = set(re.findall(r'"framework"\."([a-zA-Z]+)"', where))
+        if cols <= COUNTED and 'LIKE' not in where and 'tags' not in where:
+            w = re.sub(r'"framework"\."([a-zA-Z]+)"', lambda m: snake(m.group(1)), where)
+            q = ('SELECT COALESCE(sum(n), 0) AS "count" FROM (SELECT * FROM paidb.job_count'
+                 ' UNION ALL SELECT * FROM paidb.job_count_delta) c' + (' WHERE ' + w if w else ''))
+    return q
+
+
+def lit(s):
+    return "'" + s.replace("'", "''") + "'"
+
+
+def main():
+    path, runs, base_runs = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    print('\\set ON_ERROR_STOP 1')
+    print('\\pset format unaligned')
+    print('\\pset tuples_only on')
+    for label, sql in shapes(path):
+        for variant, schema, q, n in (('view', 'openpai', sql, runs),
+                                      ('paidb', 'pg_catalog', to_paidb(label, sql), runs),
+                                      ('openpai', 'openpai_db', sql, base_runs)):
+            print('SET search_path = %s, public;' % schema)
+            print("SELECT %s, %s, p50, p99, rows FROM bench.time_query(%s, %d);"
+                  % (lit(label), lit(variant), lit(q), n))
+    print('RESET search_path;')
+
+
+if __name__ == '__main__':
+    main()

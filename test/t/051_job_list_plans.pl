@@ -1,0 +1,102 @@
+# Every job-list query of rest-server, exactly as Sequelize 5.21.3 emits it
+# (test/bench/queries_shapes.sql), through the openpai views, is served by
+# paidb.job_summary's indexes (SPEC §10, docs/queries.md):
+#
+#   * no plan reads paidb.framework: the view's LEFT JOIN on its primary
+#     key is removed, so lists and counts never touch the wide rows;
+#   * no page query scans paidb.job_summary sequentially;
+#   * a user's, a VC + state's and a state's count through the views is an
+#     index-only scan;
+#   * every count through the views equals the count on paidb's tables
+#     (job_counts for user, VC, state and priority filters) and count(*).
+#
+# 30,000 jobs of test/bench/queries_data.sql, analyzed: enough for the
+# planner to prefer indexes where they matter at a million.
+use strict;
+use warnings;
+use JSON::PP;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use FindBin;
+use Cwd qw(abs_path);
+
+my $root = abs_path("$FindBin::RealBin/../..");
+my $node = PostgreSQL::Test::Cluster->new('job_list_plans');
+$node->init;
+$node->append_conf('postgresql.conf', "random_page_cost = 1.1\n");
+$node->start;
+
+my $trgm = $node->safe_psql('postgres',
+	q{SELECT count(*) FROM pg_available_extensions WHERE name = 'pg_trgm'});
+$node->safe_psql('postgres', 'CREATE EXTENSION pg_trgm') if $trgm;
+$node->safe_psql('postgres', "CREATE EXTENSION paidb");
+$node->safe_psql('postgres', "CREATE EXTENSION paidb_openpai");
+$node->safe_psql('postgres', "\\set jobs 30000\n\\i $root/test/bench/fixtures.sql\n\\i $root/test/bench/queries_data.sql\n");
+$node->safe_psql('postgres', 'VACUUM ANALYZE');
+
+# The shapes: "-- label page|count" then the query on one line.
+my @shapes;
+open my $fh, '<', "$root/test/bench/queries_shapes.sql" or die $!;
+my $label;
+while (<$fh>)
+{
+	chomp;
+	if (/^-- (\S+) (page|count)$/) { $label = "$1_$2"; next; }
+	if ($label && /\S/) { s/;\s*$//; push @shapes, [ $label, $_ ]; undef $label; }
+}
+close $fh;
+cmp_ok(scalar(@shapes), '>=', 40, 'the shapes file holds the list and count queries (' . scalar(@shapes) . ')');
+
+# Every relation a plan reads, with its scan type.
+sub scans
+{
+	my ($plan, $acc) = @_;
+	push @$acc, [ $plan->{'Node Type'}, $plan->{'Relation Name'} ] if $plan->{'Relation Name'};
+	scans($_, $acc) for @{ $plan->{Plans} // [] };
+	return $acc;
+}
+
+my $json = JSON::PP->new;
+for my $s (@shapes)
+{
+	my ($name, $sql) = @$s;
+	my $out = $node->safe_psql('postgres', "SET search_path = openpai; EXPLAIN (FORMAT JSON) $sql");
+	my $scans = scans($json->decode($out)->[0]{Plan}, []);
+	my @framework = grep { $_->[1] eq 'framework' } @$scans;
+	is(scalar(@framework), 0, "$name does not read paidb.framework")
+	  or diag(join(', ', map { "$_->[0] on $_->[1]" } @$scans));
+	if ($name =~ /_page$/)
+	{
+		my @seq = grep { $_->[0] eq 'Seq Scan' && $_->[1] eq 'job_summary' } @$scans;
+		is(scalar(@seq), 0, "$name scans no job list sequentially")
+		  or diag(join(', ', map { "$_->[0] on $_->[1]" } @$scans));
+	}
+	else
+	{
+		# the same count three ways
+		my $view = $node->safe_psql('postgres', "SET search_path = openpai; $sql");
+		my $plain = $node->safe_psql('postgres', "SET enable_indexscan = off; SET enable_bitmapscan = off;
+			SET enable_indexonlyscan = off; SET search_path = openpai; $sql");
+		is($view, $plain, "$name: the indexes count what a scan counts ($view)");
+		# a user's, a VC's and a state's jobs are counted from an index alone
+		if ($name =~ /^(user|vc_state|state)_count$/)
+		{
+			my @heap = grep { $_->[1] eq 'job_summary' && $_->[0] ne 'Index Only Scan' } @$scans;
+			is(scalar(@heap), 0, "$name is an index-only scan")
+			  or diag(join(', ', map { "$_->[0] on $_->[1]" } @$scans));
+		}
+	}
+}
+# user, VC, state and priority counts from paidb.job_counts equal count(*)
+is($node->safe_psql('postgres', q{SELECT count(*) FROM (
+ (SELECT user_name, virtual_cluster, state, job_priority, archived, count(*) AS n
+    FROM paidb.framework GROUP BY 1, 2, 3, 4, 5
+  EXCEPT SELECT user_name, virtual_cluster, state, job_priority, archived, n FROM paidb.job_counts)
+ UNION ALL
+ (SELECT user_name, virtual_cluster, state, job_priority, archived, n FROM paidb.job_counts
+  EXCEPT SELECT user_name, virtual_cluster, state, job_priority, archived, count(*)
+    FROM paidb.framework GROUP BY 1, 2, 3, 4, 5)) e}), '0', 'job_counts equals count(*) for the data set');
+
+$node->stop;
+done_testing();
