@@ -34,13 +34,15 @@ asan_setup_pg() {
     gcc -shared -fPIC -O2 -Wall -o "$asan_bin/../lib/paidb_asan_init_shim.so" \
         "$ROOT/test/asan/init_shim.c" -ldl || return 1
     cat > "$asan_bin/postgres" <<EOF
-#!/bin/sh
-# paidb's ASan suite: the uninstrumented server with the ASan runtime preloaded
+#!/bin/bash
+# paidb's ASan suite: the uninstrumented server with the ASan runtime preloaded.
+# exec -a keeps this wrapper as the server's own path, so postmaster.opts (and
+# so pg_ctl restart) starts it through the wrapper again.
 LD_PRELOAD=$asan_lib:$(cd "$asan_bin/../lib" && pwd)/paidb_asan_init_shim.so\${LD_PRELOAD:+:\$LD_PRELOAD}
 ASAN_OPTIONS=detect_leaks=0:abort_on_error=0:halt_on_error=1:quarantine_size_mb=16:log_path=$ASAN_LOGS/asan:log_exe_name=1:detect_stack_use_after_return=0
 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:log_path=$ASAN_LOGS/ubsan
 export LD_PRELOAD ASAN_OPTIONS UBSAN_OPTIONS
-exec "\$(dirname "\$0")/postgres.bin" "\$@"
+exec -a "\$0" "\$(dirname "\$0")/postgres.bin" "\$@"
 EOF
     chmod 755 "$asan_bin/postgres"
 }

@@ -125,6 +125,7 @@ CREATE ROLE paidb_worker LOGIN;
 GRANT USAGE ON SCHEMA paidb TO paidb_worker;
 GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA paidb TO paidb_worker;
 GRANT USAGE ON ALL SEQUENCES IN SCHEMA paidb TO paidb_worker;
+GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA paidb TO paidb_worker;
 ALTER ROLE paidb_worker SET search_path = public, pg_catalog;
 });
 $node->append_conf('postgresql.conf', "paidb.worker_role = 'paidb_worker'\n");
