@@ -15,6 +15,9 @@
 /* paidb.installation key set once existing frameworks have been adopted */
 #define PAIDB_INITIAL_IMPORT_DONE	"initial_import_done"
 
+/* paidb.installation key: the timeline the framework watcher last ran on */
+#define PAIDB_WATCH_TIMELINE		"watch_timeline"
+
 /* Main loop of the framework watcher; never returns */
 extern void paidb_framework_watcher_main(void);
 
