@@ -10,6 +10,20 @@
 -- §8 trust boundaries (hardening)
 -------------------------------------------------------------------------------
 
+-- The first-run import belongs to one target (API server URL, namespace):
+-- from 0.2 on, paidb.installation's 'initial_import_done' holds the
+-- fingerprint of the target that was imported (the 'watch_source.frameworks'
+-- value), and a watcher whose target differs imports again instead of
+-- deleting that target's frameworks as orphans.  0.1 stored the list's
+-- resourceVersion there; it imported the target it recorded in the same
+-- transaction, so that target is carried over: an upgraded database neither
+-- imports again nor loses its watch position.
+UPDATE paidb.installation AS done
+   SET value = source.value, updated_at = pg_catalog.now()
+  FROM paidb.installation AS source
+ WHERE done.key OPERATOR(pg_catalog.=) 'initial_import_done'
+   AND source.key OPERATOR(pg_catalog.=) 'watch_source.frameworks';
+
 -------------------------------------------------------------------------------
 -- §9 OpenPAI compatibility (task history)
 -------------------------------------------------------------------------------

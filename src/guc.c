@@ -29,6 +29,8 @@ bool		paidb_retain_mode = false;
 int			paidb_watch_timeout_s = 300;
 int			paidb_list_page_size = 500;
 int			paidb_max_request_bytes = 16 * 1024 * 1024;
+int			paidb_max_object_bytes = 64 * 1024 * 1024;
+int			paidb_max_retry_after_ms = 5 * 60 * 1000;
 
 /* Define every paidb.* setting; called once from _PG_init. */
 void
@@ -118,6 +120,18 @@ paidb_define_gucs(void)
 							NULL,
 							&paidb_max_request_bytes, 16 * 1024 * 1024, 1024, MaxAllocSize / 2,
 							PGC_SUSET, GUC_UNIT_BYTE, NULL, NULL, NULL);
+
+	DefineCustomIntVariable("paidb.max_object_bytes",
+							"Largest object accepted from the API server.",
+							"A larger watched or listed object is skipped with a WARNING.",
+							&paidb_max_object_bytes, 64 * 1024 * 1024, 1024, MaxAllocSize / 2,
+							PGC_SIGHUP, GUC_UNIT_BYTE, NULL, NULL, NULL);
+
+	DefineCustomIntVariable("paidb.max_retry_after",
+							"Longest Retry-After of the API server that is honoured.",
+							NULL,
+							&paidb_max_retry_after_ms, 5 * 60 * 1000, 0, 24 * 3600 * 1000,
+							PGC_SIGHUP, GUC_UNIT_MS, NULL, NULL, NULL);
 
 	MarkGUCPrefixReserved("paidb");
 }

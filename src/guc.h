@@ -17,6 +17,8 @@ extern bool paidb_retain_mode;
 extern int	paidb_watch_timeout_s;
 extern int	paidb_list_page_size;
 extern int	paidb_max_request_bytes;
+extern int	paidb_max_object_bytes;
+extern int	paidb_max_retry_after_ms;
 
 extern void paidb_define_gucs(void);
 

@@ -217,12 +217,28 @@ k8s_free_headers(struct curl_slist *list)
  * ---------------------------------------------------------------------
  */
 
+/*
+ * Largest body buffered for the request: a streamed 2xx body is handed to
+ * its parser after every wait (which bounds each object itself), anything
+ * else is held whole, so it gets the object limit (SPEC §8), with room for
+ * a Status around it.  The body counted is the decompressed one.
+ */
+static size_t
+k8s_body_limit(const K8sRequest *req)
+{
+	if (req->stream_ops != NULL && req->cb_status >= 200 && req->cb_status < 300)
+		return K8S_MAX_BODY_BYTES;
+	return Min((size_t) paidb_max_object_bytes + 65536, K8S_MAX_BODY_BYTES);
+}
+
 /* Collect response bytes into the request's malloc'd buffer */
 static size_t
 k8s_write_cb(char *data, size_t size, size_t nmemb, void *userp)
 {
 	K8sRequest *req = (K8sRequest *) userp;
 	size_t		len = size * nmemb;
+
+	size_t		limit = k8s_body_limit(req);
 
 	if (len == 0)
 		return 0;
@@ -232,15 +248,15 @@ k8s_write_cb(char *data, size_t size, size_t nmemb, void *userp)
 		size_t		cap = req->buf_cap ? req->buf_cap : 16384;
 		char	   *p;
 
-		if (need > K8S_MAX_BODY_BYTES + 1)
+		if (need > limit + 1)
 		{
 			req->buf_overflow = true;
 			return 0;
 		}
 		while (cap < need)
 			cap *= 2;
-		if (cap > K8S_MAX_BODY_BYTES + 1)
-			cap = K8S_MAX_BODY_BYTES + 1;
+		if (cap > limit + 1)
+			cap = limit + 1;
 		p = realloc(req->buf, cap);
 		if (p == NULL)
 		{
@@ -1339,7 +1355,14 @@ k8s_request_complete(K8sRequest *req, CURLcode code)
 	if (code != CURLE_OK)
 	{
 		if (code == CURLE_WRITE_ERROR && req->buf_overflow)
-			res->message = MemoryContextStrdup(req->mcxt, "response too large");
+		{
+			char		msg[128];
+
+			snprintf(msg, sizeof(msg),
+					 "response body larger than %zu bytes (paidb.max_object_bytes)",
+					 k8s_body_limit(req));
+			res->message = MemoryContextStrdup(req->mcxt, msg);
+		}
 		else
 			res->message = MemoryContextStrdup(req->mcxt,
 											   req->errbuf[0] ? req->errbuf : curl_easy_strerror(code));
@@ -1357,6 +1380,10 @@ k8s_request_complete(K8sRequest *req, CURLcode code)
 		if (ms >= 0)
 			res->retry_after_ms = ms;
 	}
+
+	/* a server may not park us for longer than paidb.max_retry_after */
+	if (res->retry_after_ms > (long) paidb_max_retry_after_ms)
+		res->retry_after_ms = paidb_max_retry_after_ms;
 
 	/* a refused token: read the file again before the next request */
 	if (status == 401)

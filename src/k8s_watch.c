@@ -1,18 +1,29 @@
 /*
- * k8s_watch.c — WATCH streams and paged LIST bodies, parsed as they arrive.
+ * k8s_watch.c — WATCH streams and paged LIST bodies, framed as they arrive.
  *
  * A watch body is a sequence of JSON objects {"type": ..., "object": ...};
  * a LIST body is one object whose "items" array may be large.  Both are fed
- * chunk by chunk, whatever the chunk boundaries, to json-c's incremental
- * tokener (json_tokener_parse_ex): a watch event or a list item is queued
- * only once it is whole, so a stream cut in the middle of an event yields no
- * half event, and memory is bounded by the largest single object.  For a
- * LIST, a small state machine walks the outer object so that each element of
- * "items" is parsed on its own and the page is never held as one document.
+ * chunk by chunk, whatever the chunk boundaries, to a framer: a scanner that
+ * follows only the structure of JSON (strings, nesting) to find where one
+ * value ends, keeps its bytes, and notes on the way the few members paidb
+ * needs before parsing it (the event's type, metadata.name and
+ * metadata.resourceVersion).  The value itself is parsed once, later, by
+ * whoever applies it (jsonb_in, in a subtransaction): no tree is built
+ * here, and nothing is parsed, serialised and parsed again.
+ *
+ * Memory is bounded by paidb.max_object_bytes: the framer checks the limit
+ * before its buffer grows, and a larger value is scanned to its end without
+ * being kept (it is queued as "oversized", with the name it carried), so one
+ * huge object or an endless line costs at most that limit.  A LIST is walked
+ * by a small state machine around the framer so that each element of
+ * "items" is framed on its own and the page is never held as one document;
+ * a LIST whose "items" is not an array, whose items are not objects or have
+ * no name, or without metadata.resourceVersion fails instead of looking
+ * like an empty or partial page.
  *
  * The parse callbacks run from k8s_client_wait() after libcurl has returned,
- * never inside a curl callback.  Queued json-c objects belong to the request;
- * its memory context's reset callback releases them on every path.
+ * never inside a curl callback.  Everything queued is palloc'd in the
+ * request's memory context and goes with it.
  */
 #include "postgres.h"
 
@@ -29,24 +40,100 @@
 #include "guc.h"
 #include "k8s_watch.h"
 
-/* Deepest JSON nesting accepted in an object (json-c's default is 32) */
+/* Deepest JSON nesting accepted by json-c where it still parses (Status, metadata) */
 #define K8S_JSON_MAX_DEPTH	512
 
 /* Default idle guard of a watch that asked for bookmarks */
 #define K8S_WATCH_IDLE_DEFAULT_S 180
 
-/* A parsed object waiting to be taken */
-typedef struct K8sQueued
+/* Nesting levels whose keys the framer follows */
+#define K8S_FRAME_TRACK		4
+
+/* Longest key the framer compares (longer keys match nothing) */
+#define K8S_FRAME_KEY_MAX	32
+
+/* Longest string value the framer notes (longer: noted as absent) */
+#define K8S_FRAME_NOTE_MAX	1024
+
+/* Room around the object in a watch event ({"type":"MODIFIED","object":}) */
+#define K8S_EVENT_SLACK		4096
+
+/* Limit of a LIST member other than items (kind, apiVersion, metadata) */
+#define K8S_LIST_MEMBER_MAX (1024 * 1024)
+
+/* What the framer notes while it scans */
+typedef enum K8sNote
+{
+	NOTE_TYPE,					/* watch: "type" */
+	NOTE_NAME,					/* metadata.name (of the event's object) */
+	NOTE_RV,					/* metadata.resourceVersion (likewise) */
+	NOTE_COUNT
+} K8sNote;
+
+/* One noted string member, raw (escapes not decoded) */
+typedef struct K8sNoted
+{
+	bool		set;
+	bool		escaped;		/* has a backslash: decode before use */
+	bool		too_long;
+	int			len;
+	char		text[K8S_FRAME_NOTE_MAX];
+} K8sNoted;
+
+/* Framer of one JSON value at a time (see the file header) */
+typedef struct K8sFramer
+{
+	MemoryContext mcxt;
+	size_t		cap;			/* bytes of one value kept at most */
+	bool		watch;			/* value is a watch event: notes under "object" */
+	/* the value being framed */
+	bool		active;
+	bool		in_string;
+	bool		escape;
+	bool		scalar;			/* a bare scalar at the top (true, 12, null) */
+	bool		string_is_key;
+	int			note;			/* the NOTE_* the current string goes to, or -1 */
+	int			depth;			/* containers open */
+	bool		is_obj[K8S_FRAME_TRACK + 1];
+	bool		expect_key[K8S_FRAME_TRACK + 1];
+	bool		after_colon[K8S_FRAME_TRACK + 1];
+	char		key[K8S_FRAME_TRACK + 1][K8S_FRAME_KEY_MAX + 1];
+	int			key_len[K8S_FRAME_TRACK + 1];
+	bool		key_bad[K8S_FRAME_TRACK + 1];
+	K8sNoted	notes[NOTE_COUNT];
+	char		first;			/* first byte of the value */
+	/* watch: the "object" member's span */
+	char		obj_first;
+	bool		obj_open;
+	size_t		obj_start;
+	size_t		obj_end;
+	/* bytes */
+	size_t		nbytes;			/* bytes of the value so far */
+	bool		oversized;
+	char	   *buf;
+	size_t		buf_len;
+	size_t		buf_cap;
+} K8sFramer;
+
+/* A framed value waiting to be taken */
+typedef struct K8sFrame
 {
 	dlist_node	node;
-	struct json_object *obj;
-} K8sQueued;
+	char	   *text;			/* the value (NUL-terminated), or NULL if oversized */
+	size_t		len;			/* its length, or the size seen */
+	bool		oversized;
+	char		first;			/* first byte of the value (watch: of its object) */
+	char	   *type;			/* decoded notes, or NULL */
+	char	   *name;
+	char	   *rv;
+	size_t		obj_start;		/* watch: the object inside text */
+	size_t		obj_len;
+} K8sFrame;
 
 struct K8sWatch
 {
 	K8sRequest *req;
-	json_tokener *tok;
-	bool		in_event;		/* bytes of an unfinished event were fed */
+	K8sFramer	fr;
 	bool		bad;
 	char	   *bad_message;
 	dlist_head	queue;
@@ -63,12 +150,12 @@ typedef enum K8sListState
 {
 	LS_START,					/* before '{' */
 	LS_KEY,						/* before a key or '}' */
-	LS_KEY_STRING,				/* inside a key (tokener) */
+	LS_KEY_STRING,				/* inside a key (framer) */
 	LS_COLON,					/* before ':' */
-	LS_VALUE,					/* inside a member value (tokener) */
+	LS_VALUE,					/* inside a member value (framer) */
 	LS_ITEMS_OPEN,				/* before the '[' of "items" */
 	LS_ITEM_OR_END,				/* before the first item or ']' */
-	LS_ITEM,					/* inside an item (tokener) */
+	LS_ITEM,					/* inside an item (framer) */
 	LS_ITEM_SEP,				/* before ',' or ']' */
 	LS_AFTER_VALUE,				/* before ',' or '}' */
 	LS_DONE						/* after the final '}' */
@@ -77,11 +164,14 @@ typedef enum K8sListState
 struct K8sList
 {
 	K8sRequest *req;
-	json_tokener *tok;
+	K8sFramer	fr;				/* keys and member values */
+	K8sFramer	item_fr;		/* items */
 	K8sListState state;
 	char	   *key;
 	bool		bad;
 	char	   *bad_message;
+	bool		saw_items;
+	bool		saw_metadata;
 	dlist_head	queue;
 	int			nqueued;
 	int			nitems;
@@ -95,57 +185,465 @@ static const char *const k8s_event_type_names[] = {
 	"ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR", "UNKNOWN"
 };
 
+/* Paths of the notes: under "object" in a watch event, at the top in an item */
+static const char *const k8s_note_paths[NOTE_COUNT][3] = {
+	{"type", NULL, NULL},
+	{"metadata", "name", NULL},
+	{"metadata", "resourceVersion", NULL}
+};
+
+/* ---------------------------------------------------------------------
+ * the framer
+ * ---------------------------------------------------------------------
+ */
+
+/* Set up a framer keeping at most cap bytes of a value */
+static void
+k8s_framer_init(K8sFramer *fr, MemoryContext mcxt, size_t cap, bool watch)
+{
+	memset(fr, 0, sizeof(*fr));
+	fr->mcxt = mcxt;
+	fr->cap = cap;
+	fr->watch = watch;
+	fr->note = -1;
+}
+
+/* Forget the value framed (its buffer was taken or is freed) */
+static void
+k8s_framer_reset(K8sFramer *fr)
+{
+	MemoryContext mcxt = fr->mcxt;
+	size_t		cap = fr->cap;
+	bool		watch = fr->watch;
+
+	if (fr->buf)
+		pfree(fr->buf);
+	k8s_framer_init(fr, mcxt, cap, watch);
+}
+
+/* Depth and path of note n: watch events have it one level down, under "object" */
+static bool
+k8s_note_matches(K8sFramer *fr, int n, int depth)
+{
+	int			base = fr->watch && n != NOTE_TYPE ? 1 : 0;
+	int			d;
+
+	if (depth - base < 1 || depth - base > 3)
+		return false;
+	if (base == 1 && (fr->key_bad[1] || strcmp(fr->key[1], "object") != 0 || !fr->is_obj[1]))
+		return false;
+	for (d = 1 + base; d <= depth; d++)
+	{
+		const char *want = k8s_note_paths[n][d - 1 - base];
+
+		if (want == NULL || !fr->is_obj[d] || fr->key_bad[d] || strcmp(fr->key[d], want) != 0)
+			return false;
+	}
+	/* a full path, not a prefix of one */
+	return (depth - base == 3 || k8s_note_paths[n][depth - base] == NULL);
+}
+
+/* A key ended at depth d: a later member replaces what an earlier one noted */
+static void
+k8s_framer_key_done(K8sFramer *fr, int d)
+{
+	int			n;
+
+	fr->key[d][Min(fr->key_len[d], K8S_FRAME_KEY_MAX)] = '\0';
+	if (fr->key_len[d] > K8S_FRAME_KEY_MAX)
+		fr->key_bad[d] = true;
+	for (n = 0; n < NOTE_COUNT; n++)
+	{
+		int			base = fr->watch && n != NOTE_TYPE ? 1 : 0;
+		int			k;
+		bool		prefix = true;
+
+		if (d - base > 3)
+			continue;
+		if (d <= base)
+		{
+			/* a new "object" member: everything noted under it goes */
+			if (base == 1 && !fr->key_bad[1] && strcmp(fr->key[1], "object") == 0)
+				fr->notes[n].set = false;
+			continue;
+		}
+		for (k = 1; k <= d && prefix; k++)
+		{
+			const char *want = k < 1 + base ? "object" : k8s_note_paths[n][k - 1 - base];
+
+			if (want == NULL || fr->key_bad[k] || strcmp(fr->key[k], want) != 0)
+				prefix = false;
+		}
+		if (prefix)
+			fr->notes[n].set = false;
+	}
+	if (fr->watch && d == 1 && !fr->key_bad[1] && strcmp(fr->key[1], "object") == 0)
+	{
+		fr->obj_first = '\0';
+		fr->obj_open = false;
+	}
+}
+
+/* A member value starts at depth d with byte c at offset pos of the value */
+static void
+k8s_framer_value_start(K8sFramer *fr, int d, char c, size_t pos)
+{
+	int			n;
+
+	if (d < 1 || d > K8S_FRAME_TRACK || !fr->is_obj[d] || !fr->after_colon[d])
+		return;
+	fr->after_colon[d] = false;
+	if (fr->watch && d == 1 && !fr->key_bad[1] && strcmp(fr->key[1], "object") == 0)
+	{
+		fr->obj_first = c;
+		fr->obj_start = pos;
+		fr->obj_open = (c == '{' || c == '[');
+	}
+	if (c != '"')
+		return;
+	for (n = 0; n < NOTE_COUNT; n++)
+	{
+		if (k8s_note_matches(fr, n, d))
+		{
+			fr->note = n;
+			fr->notes[n].set = true;
+			fr->notes[n].len = 0;
+			fr->notes[n].escaped = false;
+			fr->notes[n].too_long = false;
+			return;
+		}
+	}
+}
+
+/* Keep bytes of the value, or give up keeping them beyond the cap */
+static void
+k8s_framer_keep(K8sFramer *fr, const char *data, size_t n)
+{
+	if (n == 0)
+		return;
+	if (!fr->oversized && fr->buf_len + n > fr->cap)
+	{
+		/* checked before the buffer grows: nothing beyond the cap is held */
+		fr->oversized = true;
+		if (fr->buf)
+			pfree(fr->buf);
+		fr->buf = NULL;
+		fr->buf_len = fr->buf_cap = 0;
+	}
+	if (!fr->oversized)
+	{
+		if (fr->buf_len + n + 1 > fr->buf_cap)
+		{
+			size_t		newcap = fr->buf_cap ? fr->buf_cap : 8192;
+
+			while (newcap < fr->buf_len + n + 1)
+				newcap *= 2;
+			newcap = Min(newcap, fr->cap + 1);
+			if (fr->buf == NULL)
+				fr->buf = MemoryContextAlloc(fr->mcxt, newcap);
+			else
+				fr->buf = repalloc(fr->buf, newcap);
+			fr->buf_cap = newcap;
+		}
+		memcpy(fr->buf + fr->buf_len, data, n);
+		fr->buf_len += n;
+	}
+	fr->nbytes += n;
+}
+
+/*
+ * Scan data[0..len) as part of one JSON value.  Returns the number of bytes
+ * consumed; *done is set when the value ended there (a bare scalar ends
+ * before the byte that ends it, which is not consumed).  Leading
+ * whitespace is skipped.  *bad is set on bytes that cannot be JSON
+ * structure (a closing bracket with nothing open).
+ */
+static size_t
+k8s_framer_feed(K8sFramer *fr, const char *data, size_t len, bool *done, bool *bad)
+{
+	size_t		p = 0;
+	size_t		seg;
+
+	*done = false;
+	*bad = false;
+	if (!fr->active)
+	{
+		while (p < len && isspace((unsigned char) data[p]))
+			p++;
+		if (p == len)
+			return p;
+		fr->active = true;
+		fr->first = data[p];
+		if (data[p] != '{' && data[p] != '[' && data[p] != '"')
+		{
+			if (!(isalnum((unsigned char) data[p]) || data[p] == '-'))
+			{
+				*bad = true;	/* cannot start a JSON value */
+				return p;
+			}
+			fr->scalar = true;
+		}
+	}
+	seg = p;
+	while (p < len && !*done)
+	{
+		char		c = data[p];
+
+		if (fr->in_string)
+		{
+			K8sNoted   *nt = fr->note >= 0 ? &fr->notes[fr->note] : NULL;
+			int			d = fr->depth;
+
+			if (!fr->escape && !fr->string_is_key && nt == NULL)
+			{
+				/* the common case: skip to the next quote or backslash */
+				while (p < len && data[p] != '"' && data[p] != '\\')
+					p++;
+				if (p == len)
+					break;
+				c = data[p];
+			}
+			if (fr->escape)
+				fr->escape = false;
+			else if (c == '\\')
+				fr->escape = true;
+			else if (c == '"')
+			{
+				fr->in_string = false;
+				fr->note = -1;
+				if (fr->string_is_key)
+					k8s_framer_key_done(fr, d);
+				else if (fr->depth == 0)
+					*done = true;
+				p++;
+				continue;
+			}
+			if (fr->string_is_key)
+			{
+				if (c == '\\')
+					fr->key_bad[d] = true;	/* escaped keys match nothing */
+				if (fr->key_len[d] < K8S_FRAME_KEY_MAX)
+					fr->key[d][fr->key_len[d]] = c;
+				fr->key_len[d]++;
+			}
+			else if (nt != NULL)
+			{
+				if (c == '\\')
+					nt->escaped = true;
+				if (nt->len < K8S_FRAME_NOTE_MAX - 1)
+					nt->text[nt->len++] = c;
+				else
+					nt->too_long = true;
+			}
+			p++;
+			continue;
+		}
+		if (fr->scalar && fr->depth == 0)
+		{
+			if (isalnum((unsigned char) c) || c == '-' || c == '+' || c == '.')
+			{
+				p++;
+				continue;
+			}
+			*done = true;
+			break;
+		}
+		switch (c)
+		{
+			case ' ':
+			case '\t':
+			case '\n':
+			case '\r':
+				break;
+			case '{':
+			case '[':
+				k8s_framer_value_start(fr, fr->depth, c, fr->nbytes + (p - seg));
+				fr->depth++;
+				if (fr->depth <= K8S_FRAME_TRACK)
+				{
+					int			d = fr->depth;
+
+					fr->is_obj[d] = (c == '{');
+					fr->expect_key[d] = (c == '{');
+					fr->after_colon[d] = false;
+					fr->key_len[d] = 0;
+					fr->key[d][0] = '\0';
+					fr->key_bad[d] = false;
+				}
+				break;
+			case '}':
+			case ']':
+				if (fr->depth == 0)
+				{
+					*bad = true;
+					return p;
+				}
+				fr->depth--;
+				if (fr->watch && fr->depth == 1 && fr->obj_open &&
+					!fr->key_bad[1] && strcmp(fr->key[1], "object") == 0)
+				{
+					fr->obj_end = fr->nbytes + (p - seg) + 1;
+					fr->obj_open = false;
+				}
+				if (fr->depth == 0)
+					*done = true;
+				break;
+			case ':':
+				if (fr->depth >= 1 && fr->depth <= K8S_FRAME_TRACK && fr->is_obj[fr->depth])
+				{
+					fr->expect_key[fr->depth] = false;
+					fr->after_colon[fr->depth] = true;
+				}
+				break;
+			case ',':
+				if (fr->depth >= 1 && fr->depth <= K8S_FRAME_TRACK && fr->is_obj[fr->depth])
+				{
+					fr->expect_key[fr->depth] = true;
+					fr->after_colon[fr->depth] = false;
+				}
+				break;
+			case '"':
+				fr->in_string = true;
+				fr->note = -1;
+				fr->string_is_key = (fr->depth >= 1 && fr->depth <= K8S_FRAME_TRACK &&
+									 fr->is_obj[fr->depth] && fr->expect_key[fr->depth]);
+				if (fr->string_is_key)
+				{
+					fr->key_len[fr->depth] = 0;
+					fr->key_bad[fr->depth] = false;
+				}
+				else
+					k8s_framer_value_start(fr, fr->depth, c, fr->nbytes + (p - seg));
+				break;
+			default:
+				/* a scalar inside a container */
+				k8s_framer_value_start(fr, fr->depth, c, fr->nbytes + (p - seg));
+				break;
+		}
+		p++;
+	}
+	k8s_framer_keep(fr, data + seg, p - seg);
+	return p;
+}
+
+/* Decode a noted JSON string (raw, without quotes) into a palloc'd string */
+static char *
+k8s_noted_string(MemoryContext mcxt, const K8sNoted *nt)
+{
+	json_tokener *tok;
+	struct json_object *obj;
+	char	   *quoted;
+	char	   *out = NULL;
+
+	if (!nt->set || nt->too_long)
+		return NULL;
+	if (!nt->escaped)
+	{
+		out = MemoryContextAlloc(mcxt, nt->len + 1);
+		memcpy(out, nt->text, nt->len);
+		out[nt->len] = '\0';
+		/* a raw control character or NUL: not a valid name either way */
+		return out;
+	}
+	quoted = psprintf("\"%.*s\"", nt->len, nt->text);
+	tok = json_tokener_new();
+	if (tok == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OUT_OF_MEMORY),
+				 errmsg("out of memory")));
+	obj = json_tokener_parse_ex(tok, quoted, (int) strlen(quoted));
+	if (obj != NULL && json_tokener_get_error(tok) == json_tokener_success &&
+		json_object_is_type(obj, json_type_string))
+	{
+		const char *s = json_object_get_string(obj);
+
+		/* a name with a NUL in it is no name */
+		if ((size_t) json_object_get_string_len(obj) == strlen(s))
+			out = MemoryContextStrdup(mcxt, s);
+	}
+	json_object_put(obj);
+	json_tokener_free(tok);
+	pfree(quoted);
+	return out;
+}
+
+/* Take the value framed as a K8sFrame in mcxt; the framer starts over */
+static K8sFrame *
+k8s_framer_take(K8sFramer *fr, MemoryContext mcxt)
+{
+	K8sFrame   *f = MemoryContextAllocZero(mcxt, sizeof(K8sFrame));
+
+	f->first = fr->first;
+	f->oversized = fr->oversized;
+	f->len = fr->nbytes;
+	if (!fr->oversized && fr->buf != NULL)
+	{
+		fr->buf[fr->buf_len] = '\0';
+		f->text = fr->buf;
+		fr->buf = NULL;			/* handed over */
+	}
+	f->type = k8s_noted_string(mcxt, &fr->notes[NOTE_TYPE]);
+	f->name = k8s_noted_string(mcxt, &fr->notes[NOTE_NAME]);
+	f->rv = k8s_noted_string(mcxt, &fr->notes[NOTE_RV]);
+	if (fr->watch)
+	{
+		f->first = fr->obj_first;
+		if (fr->obj_first == '{' && fr->obj_end > fr->obj_start)
+		{
+			f->obj_start = fr->obj_start;
+			f->obj_len = fr->obj_end - fr->obj_start;
+		}
+		else
+			f->first = fr->obj_first == '{' ? '\0' : fr->obj_first;
+	}
+	k8s_framer_reset(fr);
+	return f;
+}
+
 /* ---------------------------------------------------------------------
  * shared helpers
  * ---------------------------------------------------------------------
  */
 
-/* Queue a json-c object; on failure the object is released before the ERROR */
-static void
-k8s_queue_push(MemoryContext mcxt, dlist_head *queue, int *count, struct json_object *obj)
+/* Whether a resourceVersion is decimal digits (1 to 64), as etcd's are */
+bool
+k8s_rv_is_decimal(const char *rv)
 {
-	K8sQueued  *q = MemoryContextAllocExtended(mcxt, sizeof(K8sQueued), MCXT_ALLOC_NO_OOM);
+	const char *p;
 
-	if (q == NULL)
+	if (rv == NULL || rv[0] == '\0' || strlen(rv) > 64)
+		return false;
+	for (p = rv; *p; p++)
 	{
-		json_object_put(obj);
-		ereport(ERROR,
-				(errcode(ERRCODE_OUT_OF_MEMORY),
-				 errmsg("out of memory")));
+		if (*p < '0' || *p > '9')
+			return false;
 	}
-	q->obj = obj;
-	dlist_push_tail(queue, &q->node);
-	(*count)++;
+	return true;
 }
 
-/* Take the first queued json-c object (the caller owns it), or NULL */
-static struct json_object *
+/* Take the first queued frame, or NULL */
+static K8sFrame *
 k8s_queue_pop(dlist_head *queue, int *count)
 {
-	K8sQueued  *q;
-	struct json_object *obj;
-
 	if (dlist_is_empty(queue))
 		return NULL;
-	q = dlist_container(K8sQueued, node, dlist_pop_head_node(queue));
 	(*count)--;
-	obj = q->obj;
-	pfree(q);
-	return obj;
+	return dlist_container(K8sFrame, node, dlist_pop_head_node(queue));
 }
 
-/* Release every queued json-c object (from a reset callback: no ERROR) */
+/* Free a frame taken from a queue */
 static void
-k8s_queue_release(dlist_head *queue, int *count)
+k8s_frame_free(K8sFrame *f)
 {
-	while (!dlist_is_empty(queue))
-	{
-		K8sQueued  *q = dlist_container(K8sQueued, node, dlist_pop_head_node(queue));
-
-		json_object_put(q->obj);
-		q->obj = NULL;
-	}
-	*count = 0;
+	if (f->text)
+		pfree(f->text);
+	if (f->type)
+		pfree(f->type);
+	if (f->name)
+		pfree(f->name);
+	if (f->rv)
+		pfree(f->rv);
+	pfree(f);
 }
 
 /* A string member of obj, or NULL */
@@ -161,18 +659,6 @@ k8s_json_get_string(struct json_object *obj, const char *key)
 	return json_object_get_string(v);
 }
 
-/* A string member of obj.metadata, or NULL */
-static const char *
-k8s_json_get_meta(struct json_object *obj, const char *key)
-{
-	struct json_object *meta;
-
-	if (obj == NULL || !json_object_is_type(obj, json_type_object) ||
-		!json_object_object_get_ex(obj, "metadata", &meta))
-		return NULL;
-	return k8s_json_get_string(meta, key);
-}
-
 /* pstrdup that keeps NULL */
 static char *
 k8s_pstrdup_or_null(const char *s)
@@ -180,43 +666,25 @@ k8s_pstrdup_or_null(const char *s)
 	return s ? pstrdup(s) : NULL;
 }
 
-/* Serialise obj as compact JSON into a palloc'd string */
-static char *
-k8s_json_text(struct json_object *obj, size_t *len)
-{
-	size_t		n = 0;
-	const char *s;
-	char	   *out;
-
-	s = json_object_to_json_string_length(obj,
-										  JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE,
-										  &n);
-	if (s == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_OUT_OF_MEMORY),
-				 errmsg("out of memory while serialising a kubernetes object")));
-	if (n >= MaxAllocSize)
-		ereport(ERROR,
-				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-				 errmsg("kubernetes object of %zu bytes is too large", n)));
-	out = palloc(n + 1);
-	memcpy(out, s, n);
-	out[n] = '\0';
-	*len = n;
-	return out;
-}
-
-/* Create a json-c tokener able to parse deep objects */
-static json_tokener *
-k8s_new_tokener(void)
+/* Parse a small JSON text with json-c (the caller puts it), or NULL */
+static struct json_object *
+k8s_json_parse_small(const char *text, size_t len)
 {
 	json_tokener *tok = json_tokener_new_ex(K8S_JSON_MAX_DEPTH);
+	struct json_object *obj;
 
 	if (tok == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_OUT_OF_MEMORY),
 				 errmsg("out of memory")));
-	return tok;
+	obj = json_tokener_parse_ex(tok, text, (int) Min(len, (size_t) INT_MAX));
+	if (json_tokener_get_error(tok) != json_tokener_success)
+	{
+		json_object_put(obj);
+		obj = NULL;
+	}
+	json_tokener_free(tok);
+	return obj;
 }
 
 /* ---------------------------------------------------------------------
@@ -224,7 +692,7 @@ k8s_new_tokener(void)
  * ---------------------------------------------------------------------
  */
 
-/* Parse watch-stream bytes; queue every whole event; returns the number queued */
+/* Frame watch-stream bytes; queue every whole event; returns the number queued */
 static int
 k8s_watch_consume(K8sRequest *req, void *state, const char *data, size_t len)
 {
@@ -234,60 +702,25 @@ k8s_watch_consume(K8sRequest *req, void *state, const char *data, size_t len)
 
 	while (pos < len && !w->bad)
 	{
-		struct json_object *obj;
-		struct json_object *inner;
-		enum json_tokener_error err;
-		size_t		chunk;
-		const char *type;
+		bool		done;
+		bool		bad;
+		K8sFrame   *f;
 
-		if (!w->in_event)
+		pos += k8s_framer_feed(&w->fr, data + pos, len - pos, &done, &bad);
+		if (!bad && w->fr.active && w->fr.first != '{')
+			bad = true;
+		if (bad)
 		{
-			while (pos < len && isspace((unsigned char) data[pos]))
-				pos++;
-			if (pos == len)
-				break;
+			w->bad = true;
+			w->bad_message = MemoryContextStrdup(k8s_request_context(req),
+												 "invalid JSON in watch stream: not a sequence of JSON objects");
+			return -1;
 		}
-		chunk = Min(len - pos, (size_t) INT_MAX);
-		obj = json_tokener_parse_ex(w->tok, data + pos, (int) chunk);
-		err = json_tokener_get_error(w->tok);
-		if (err == json_tokener_continue)
-		{
-			w->in_event = true;
-			pos += chunk;
+		if (!done)
 			continue;
-		}
-		if (err != json_tokener_success)
-		{
-			json_object_put(obj);
-			w->bad = true;
-			w->bad_message = MemoryContextStrdup(k8s_request_context(req),
-												 psprintf("invalid JSON in watch stream: %s",
-														  json_tokener_error_desc(err)));
-			return -1;
-		}
-		pos += json_tokener_get_parse_end(w->tok);
-		json_tokener_reset(w->tok);
-		w->in_event = false;
-
-		type = k8s_json_get_string(obj, "type");
-		if (type == NULL || !json_object_object_get_ex(obj, "object", &inner) ||
-			!json_object_is_type(inner, json_type_object))
-		{
-			json_object_put(obj);
-			w->bad = true;
-			w->bad_message = MemoryContextStrdup(k8s_request_context(req),
-												 "watch stream holds an event without type or object");
-			return -1;
-		}
-		if (strcmp(type, "ERROR") == 0)
-		{
-			struct json_object *code;
-
-			if (json_object_object_get_ex(inner, "code", &code) &&
-				json_object_get_int(code) == 410)
-				w->expired = true;
-		}
-		k8s_queue_push(k8s_request_context(req), &w->queue, &w->nqueued, obj);
+		f = k8s_framer_take(&w->fr, k8s_request_context(req));
+		dlist_push_tail(&w->queue, &f->node);
+		w->nqueued++;
 		produced++;
 	}
 	return produced;
@@ -309,7 +742,7 @@ k8s_watch_finish(K8sRequest *req, void *state, K8sResult *res)
 	}
 	else if (started)
 	{
-		if (res->kind == K8S_RESULT_OK && !w->in_event)
+		if (res->kind == K8S_RESULT_OK && !w->fr.active)
 			w->end = K8S_WATCH_CLOSED;
 		else
 		{
@@ -328,23 +761,17 @@ k8s_watch_finish(K8sRequest *req, void *state, K8sResult *res)
 			w->expired = true;
 	}
 	/* drop any partial event */
-	if (w->tok)
-		json_tokener_reset(w->tok);
-	w->in_event = false;
+	k8s_framer_reset(&w->fr);
 }
 
-/* Release the watch's json-c objects (reset callback of the request) */
+/* Nothing outside the request's memory context to release */
 static void
 k8s_watch_cleanup(void *state)
 {
 	K8sWatch   *w = (K8sWatch *) state;
 
-	k8s_queue_release(&w->queue, &w->nqueued);
-	if (w->tok)
-	{
-		json_tokener_free(w->tok);
-		w->tok = NULL;
-	}
+	dlist_init(&w->queue);
+	w->nqueued = 0;
 }
 
 static const K8sStreamOps k8s_watch_ops = {
@@ -412,8 +839,9 @@ k8s_watch_start(K8sClient *client, const char *collection_path,
 		dlist_init(&w->queue);
 		if (start_rv != NULL)
 			w->last_rv = MemoryContextStrdup(k8s_request_context(req), start_rv);
+		k8s_framer_init(&w->fr, k8s_request_context(req),
+						(size_t) paidb_max_object_bytes + K8S_EVENT_SLACK, true);
 		k8s_request_set_stream(req, &k8s_watch_ops, w);
-		w->tok = k8s_new_tokener();
 
 		/* the server ends the watch; our deadline only catches a dead one */
 		k8s_request_set_timeout(req, (long) timeout_s * 1000 + paidb_k8s_timeout_ms);
@@ -452,40 +880,88 @@ k8s_watch_event_type(const char *name)
 	return K8S_WATCH_UNKNOWN;
 }
 
+/* Fill an ERROR event's code, reason and message from its Status object */
+static void
+k8s_watch_error_fields(K8sWatchEvent *e)
+{
+	struct json_object *st;
+	struct json_object *code;
+
+	if (e->object_json == NULL)
+		return;
+	st = k8s_json_parse_small(e->object_json, e->object_len);
+	if (st == NULL)
+		return;
+	PG_TRY();
+	{
+		if (json_object_object_get_ex(st, "code", &code) &&
+			json_object_is_type(code, json_type_int))
+			e->error_code = json_object_get_int(code);
+		e->error_reason = k8s_pstrdup_or_null(k8s_json_get_string(st, "reason"));
+		e->error_message = k8s_pstrdup_or_null(k8s_json_get_string(st, "message"));
+	}
+	PG_CATCH();
+	{
+		json_object_put(st);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	json_object_put(st);
+}
+
 /* Next whole event, or NULL if none is queued now (the caller may pfree it) */
 K8sWatchEvent *
 k8s_watch_next_event(K8sWatch *watch)
 {
-	struct json_object *volatile obj;
-	K8sWatchEvent *volatile ev = NULL;
+	K8sFrame   *f;
+	K8sWatchEvent *e;
 
-	obj = k8s_queue_pop(&watch->queue, &watch->nqueued);
-	if (obj == NULL)
+	f = k8s_queue_pop(&watch->queue, &watch->nqueued);
+	if (f == NULL)
 		return NULL;
 
-	PG_TRY();
+	e = palloc0(sizeof(K8sWatchEvent));
+	e->type = f->type ? k8s_watch_event_type(f->type) : K8S_WATCH_UNKNOWN;
+	e->type_name = e->type != K8S_WATCH_UNKNOWN ? k8s_event_type_names[e->type] :
+		f->type ? pstrdup(f->type) : pstrdup("(none)");
+	e->name = k8s_pstrdup_or_null(f->name);
+	e->resource_version = k8s_pstrdup_or_null(f->rv);
+	if (f->oversized || f->obj_len > (size_t) paidb_max_object_bytes)
 	{
-		struct json_object *inner = NULL;
-		const char *type = k8s_json_get_string(obj, "type");
-		K8sWatchEvent *e = palloc0(sizeof(K8sWatchEvent));
+		e->oversized = true;
+		e->object_len = f->oversized ? f->len : f->obj_len;
+	}
+	else if (f->text != NULL && f->obj_len > 0)
+	{
+		e->object_len = f->obj_len;
+		e->object_json = palloc(f->obj_len + 1);
+		memcpy(e->object_json, f->text + f->obj_start, f->obj_len);
+		e->object_json[f->obj_len] = '\0';
+	}
+	k8s_frame_free(f);
 
-		json_object_object_get_ex(obj, "object", &inner);
-		e->type = k8s_watch_event_type(type);
-		e->type_name = e->type == K8S_WATCH_UNKNOWN ? pstrdup(type) :
-			k8s_event_type_names[e->type];
-		e->object_json = k8s_json_text(inner, &e->object_len);
-		e->name = k8s_pstrdup_or_null(k8s_json_get_meta(inner, "name"));
-		e->resource_version = k8s_pstrdup_or_null(k8s_json_get_meta(inner, "resourceVersion"));
-		if (e->type == K8S_WATCH_ERROR)
-		{
-			struct json_object *code;
+	if (e->type == K8S_WATCH_UNKNOWN)
+		e->problem = e->type_name[0] == '(' ? "the event has no type" :
+			"the event type is unknown";
+	else if (!e->oversized && e->object_json == NULL)
+		e->problem = "its object is not a JSON object";
+	else if (e->type == K8S_WATCH_ERROR)
+	{
+		k8s_watch_error_fields(e);
+		if (e->error_code == 410)
+			watch->expired = true;
+	}
+	else if (e->type == K8S_WATCH_BOOKMARK && e->resource_version == NULL)
+		e->problem = "the bookmark has no metadata.resourceVersion";
+	else if (e->type != K8S_WATCH_BOOKMARK && e->name == NULL)
+		e->problem = "its object has no metadata.name";
 
-			if (json_object_object_get_ex(inner, "code", &code))
-				e->error_code = json_object_get_int(code);
-			e->error_reason = k8s_pstrdup_or_null(k8s_json_get_string(inner, "reason"));
-			e->error_message = k8s_pstrdup_or_null(k8s_json_get_string(inner, "message"));
-		}
-		else if (e->type != K8S_WATCH_UNKNOWN && e->resource_version != NULL)
+	/* a position must be one the server can be asked for again */
+	if (e->problem == NULL && e->type != K8S_WATCH_ERROR && e->resource_version != NULL)
+	{
+		if (!k8s_rv_is_decimal(e->resource_version))
+			e->rv_ignored = true;
+		else
 		{
 			char	   *rv = MemoryContextStrdup(k8s_request_context(watch->req),
 												 e->resource_version);
@@ -494,17 +970,8 @@ k8s_watch_next_event(K8sWatch *watch)
 				pfree(watch->last_rv);
 			watch->last_rv = rv;
 		}
-		ev = e;
 	}
-	PG_CATCH();
-	{
-		json_object_put(obj);
-		PG_RE_THROW();
-	}
-	PG_END_TRY();
-	json_object_put(obj);
-
-	return ev;
+	return e;
 }
 
 /* Number of events queued and not yet taken */
@@ -642,7 +1109,93 @@ k8s_list_take_metadata(K8sList *l, struct json_object *meta)
 		l->remaining = json_object_get_int64(v);
 }
 
-/* Parse LIST bytes; queue every whole item; returns the number queued */
+/* A member value of the list object was framed: keep what matters of it */
+static void
+k8s_list_member_done(K8sList *l)
+{
+	K8sFrame   *f = k8s_framer_take(&l->fr, k8s_request_context(l->req));
+
+	if (f->oversized)
+		k8s_list_set_bad(l, psprintf("member \"%s\" is too large", l->key));
+	else if (strcmp(l->key, "items") == 0)
+	{
+		/* "items": null is what Go sends for an empty list; anything else is not a list */
+		if (strcmp(f->text, "null") != 0)
+			k8s_list_set_bad(l, "\"items\" is not an array");
+		l->saw_items = true;
+	}
+	else if (strcmp(l->key, "metadata") == 0)
+	{
+		struct json_object *meta = f->first == '{' ? k8s_json_parse_small(f->text, f->len) : NULL;
+
+		if (meta == NULL)
+			k8s_list_set_bad(l, "\"metadata\" is not a JSON object");
+		else
+		{
+			PG_TRY();
+			{
+				k8s_list_take_metadata(l, meta);
+			}
+			PG_CATCH();
+			{
+				json_object_put(meta);
+				PG_RE_THROW();
+			}
+			PG_END_TRY();
+			json_object_put(meta);
+			l->saw_metadata = true;
+		}
+	}
+	k8s_frame_free(f);
+}
+
+/* A key of the list object was framed */
+static void
+k8s_list_key_done(K8sList *l)
+{
+	K8sFrame   *f = k8s_framer_take(&l->fr, k8s_request_context(l->req));
+	struct json_object *k = NULL;
+
+	if (!f->oversized && f->first == '"')
+		k = k8s_json_parse_small(f->text, f->len);
+	if (k == NULL || !json_object_is_type(k, json_type_string))
+		k8s_list_set_bad(l, "a key is not a string");
+	else
+	{
+		if (l->key)
+			pfree(l->key);
+		l->key = MemoryContextStrdup(k8s_request_context(l->req), json_object_get_string(k));
+		l->state = LS_COLON;
+	}
+	json_object_put(k);
+	k8s_frame_free(f);
+}
+
+/* An item was framed: queue it, or fail the page if it is not a named object */
+static bool
+k8s_list_item_done(K8sList *l)
+{
+	K8sFrame   *f = k8s_framer_take(&l->item_fr, k8s_request_context(l->req));
+
+	if (f->first != '{')
+	{
+		k8s_frame_free(f);
+		k8s_list_set_bad(l, "an item is not a JSON object");
+		return false;
+	}
+	if (f->name == NULL || f->name[0] == '\0')
+	{
+		k8s_frame_free(f);
+		k8s_list_set_bad(l, psprintf("item %d has no metadata.name", l->nitems + 1));
+		return false;
+	}
+	dlist_push_tail(&l->queue, &f->node);
+	l->nqueued++;
+	l->nitems++;
+	return true;
+}
+
+/* Frame LIST bytes; queue every whole item; returns the number queued */
 static int
 k8s_list_consume(K8sRequest *req, void *state, const char *data, size_t len)
 {
@@ -660,57 +1213,29 @@ k8s_list_consume(K8sRequest *req, void *state, const char *data, size_t len)
 			case LS_VALUE:
 			case LS_ITEM:
 				{
-					size_t		chunk = Min(len - pos, (size_t) INT_MAX);
-					struct json_object *obj;
-					enum json_tokener_error err;
+					K8sFramer  *fr = l->state == LS_ITEM ? &l->item_fr : &l->fr;
+					bool		done;
+					bool		bad;
 
-					obj = json_tokener_parse_ex(l->tok, data + pos, (int) chunk);
-					err = json_tokener_get_error(l->tok);
-					if (err == json_tokener_continue)
+					pos += k8s_framer_feed(fr, data + pos, len - pos, &done, &bad);
+					if (bad)
 					{
-						pos += chunk;
+						k8s_list_set_bad(l, "it is not JSON");
 						break;
 					}
-					if (err != json_tokener_success)
-					{
-						json_object_put(obj);
-						k8s_list_set_bad(l, json_tokener_error_desc(err));
+					if (!done)
 						break;
-					}
-					pos += json_tokener_get_parse_end(l->tok);
-					json_tokener_reset(l->tok);
-
 					if (l->state == LS_KEY_STRING)
-					{
-						MemoryContext mcxt = k8s_request_context(req);
-
-						if (obj == NULL || !json_object_is_type(obj, json_type_string))
-						{
-							json_object_put(obj);
-							k8s_list_set_bad(l, "a key is not a string");
-							break;
-						}
-						if (l->key)
-							pfree(l->key);
-						l->key = MemoryContextStrdup(mcxt, json_object_get_string(obj));
-						json_object_put(obj);
-						l->state = LS_COLON;
-					}
+						k8s_list_key_done(l);
 					else if (l->state == LS_VALUE)
 					{
-						if (strcmp(l->key, "metadata") == 0)
-							k8s_list_take_metadata(l, obj);
-						json_object_put(obj);
+						k8s_list_member_done(l);
 						l->state = LS_AFTER_VALUE;
 					}
 					else
 					{
-						if (obj != NULL)
-						{
-							k8s_queue_push(k8s_request_context(req), &l->queue, &l->nqueued, obj);
-							l->nitems++;
+						if (k8s_list_item_done(l))
 							produced++;
-						}
 						l->state = LS_ITEM_SEP;
 					}
 				}
@@ -737,7 +1262,7 @@ k8s_list_consume(K8sRequest *req, void *state, const char *data, size_t len)
 							pos++;
 						}
 						else if (c == '"')
-							l->state = LS_KEY_STRING;	/* the tokener reads it */
+							l->state = LS_KEY_STRING;	/* the framer reads it */
 						else
 							k8s_list_set_bad(l, "a key was expected");
 						break;
@@ -750,11 +1275,12 @@ k8s_list_consume(K8sRequest *req, void *state, const char *data, size_t len)
 					case LS_ITEMS_OPEN:
 						if (c == '[')
 						{
+							l->saw_items = true;
 							l->state = LS_ITEM_OR_END;
 							pos++;
 						}
 						else
-							l->state = LS_VALUE;	/* null, or anything odd */
+							l->state = LS_VALUE;	/* null, or a malformed list */
 						break;
 					case LS_ITEM_OR_END:
 						if (c == ']')
@@ -795,45 +1321,45 @@ k8s_list_consume(K8sRequest *req, void *state, const char *data, size_t len)
 	return l->bad ? -1 : produced;
 }
 
-/* A 2xx LIST body that was cut or malformed becomes a transport failure */
+/*
+ * A 2xx LIST body that was cut or malformed becomes a transport failure;
+ * so does one without "items" or without metadata.resourceVersion, which
+ * would otherwise look like an empty page.
+ */
 static void
 k8s_list_finish(K8sRequest *req, void *state, K8sResult *res)
 {
 	K8sList    *l = (K8sList *) state;
 
 	l->finished = true;
-	if (l->bad)
+	if (!l->bad && res->kind == K8S_RESULT_OK)
+	{
+		if (l->state != LS_DONE)
+		{
+			res->kind = K8S_RESULT_TRANSPORT;
+			res->message = "list response ended early";
+			return;
+		}
+		if (!l->saw_items)
+			k8s_list_set_bad(l, "it has no \"items\"");
+		else if (!l->saw_metadata || l->resource_version == NULL)
+			k8s_list_set_bad(l, "it has no metadata.resourceVersion");
+	}
+	if (l->bad && (res->kind == K8S_RESULT_OK || res->kind == K8S_RESULT_TRANSPORT))
 	{
 		res->kind = K8S_RESULT_TRANSPORT;
 		res->message = l->bad_message;
-		return;
-	}
-	if (res->kind != K8S_RESULT_OK)
-		return;
-	if (l->bad)
-	{
-		res->kind = K8S_RESULT_TRANSPORT;
-		res->message = l->bad_message;
-	}
-	else if (l->state != LS_DONE)
-	{
-		res->kind = K8S_RESULT_TRANSPORT;
-		res->message = "list response ended early";
 	}
 }
 
-/* Release the list's json-c objects (reset callback of the request) */
+/* Nothing outside the request's memory context to release */
 static void
 k8s_list_cleanup(void *state)
 {
 	K8sList    *l = (K8sList *) state;
 
-	k8s_queue_release(&l->queue, &l->nqueued);
-	if (l->tok)
-	{
-		json_tokener_free(l->tok);
-		l->tok = NULL;
-	}
+	dlist_init(&l->queue);
+	l->nqueued = 0;
 }
 
 static const K8sStreamOps k8s_list_ops = {
@@ -865,8 +1391,10 @@ k8s_list_start(K8sClient *client, const char *collection_path,
 		l->state = LS_START;
 		l->remaining = -1;
 		dlist_init(&l->queue);
+		k8s_framer_init(&l->fr, k8s_request_context(req), K8S_LIST_MEMBER_MAX, false);
+		k8s_framer_init(&l->item_fr, k8s_request_context(req),
+						(size_t) paidb_max_object_bytes, false);
 		k8s_request_set_stream(req, &k8s_list_ops, l);
-		l->tok = k8s_new_tokener();
 		k8s_request_submit(req);
 	}
 	PG_CATCH();
@@ -882,29 +1410,24 @@ k8s_list_start(K8sClient *client, const char *collection_path,
 K8sListItem *
 k8s_list_next_item(K8sList *list)
 {
-	struct json_object *volatile obj;
-	K8sListItem *volatile item = NULL;
+	K8sFrame   *f;
+	K8sListItem *it;
 
-	obj = k8s_queue_pop(&list->queue, &list->nqueued);
-	if (obj == NULL)
+	f = k8s_queue_pop(&list->queue, &list->nqueued);
+	if (f == NULL)
 		return NULL;
-	PG_TRY();
+	it = palloc0(sizeof(K8sListItem));
+	it->len = f->len;
+	it->oversized = f->oversized;
+	if (f->text != NULL)
 	{
-		K8sListItem *it = palloc0(sizeof(K8sListItem));
-
-		it->json = k8s_json_text(obj, &it->len);
-		it->name = k8s_pstrdup_or_null(k8s_json_get_meta(obj, "name"));
-		it->resource_version = k8s_pstrdup_or_null(k8s_json_get_meta(obj, "resourceVersion"));
-		item = it;
+		it->json = palloc(f->len + 1);
+		memcpy(it->json, f->text, f->len + 1);
 	}
-	PG_CATCH();
-	{
-		json_object_put(obj);
-		PG_RE_THROW();
-	}
-	PG_END_TRY();
-	json_object_put(obj);
-	return item;
+	it->name = k8s_pstrdup_or_null(f->name);
+	it->resource_version = k8s_pstrdup_or_null(f->rv);
+	k8s_frame_free(f);
+	return it;
 }
 
 /* Next item, waiting for it (interrupts honoured); NULL when the page is over */

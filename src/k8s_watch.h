@@ -3,11 +3,13 @@
  *
  * Both run on a K8sClient (k8s_client.h) like any request and are driven by
  * k8s_client_wait(); they never appear in k8s_client_next_done().  Their
- * bodies are parsed as bytes arrive, with json-c's incremental tokener:
- * memory stays bounded by the largest single object plus what arrived during
- * one wait (events and items are queued until the caller takes them, so take
- * them after every wait).
- *
+ * bodies are framed as bytes arrive: each event or item is kept as the
+ * server's own text, at most paidb.max_object_bytes of it (a larger one is
+ * scanned to its end without being kept, and handed on marked oversized),
+ * so memory stays bounded by that limit plus what arrived during one wait
+ * (events and items are queued until the caller takes them, so take them
+ * after every wait).
+
  * Watch loop of a worker (client-go's reflector):
  *
  *		K8sWatchOptions opts;
@@ -57,13 +59,23 @@ typedef enum K8sWatchEventType
 	K8S_WATCH_UNKNOWN			/* any other type string (type_name tells) */
 } K8sWatchEventType;
 
-/* One watch event, palloc'd in the caller's CurrentMemoryContext */
+/*
+ * One watch event, palloc'd in the caller's CurrentMemoryContext.  The
+ * object is the server's own text, not yet checked as JSON beyond its
+ * structure (the caller parses it once, e.g. with jsonb_in).  An event the
+ * caller cannot use says why in `problem`; an object larger than
+ * paidb.max_object_bytes is not kept (`oversized`, object_json NULL).
+ */
 typedef struct K8sWatchEvent
 {
 	K8sWatchEventType type;
 	const char *type_name;		/* "ADDED", ... as sent by the server */
-	char	   *object_json;	/* the object as compact JSON text */
-	size_t		object_len;		/* strlen(object_json) */
+	char	   *object_json;	/* the object's JSON text, or NULL */
+	size_t		object_len;		/* its length (the size seen if oversized) */
+	bool		oversized;		/* larger than paidb.max_object_bytes */
+	const char *problem;		/* why the event is unusable, or NULL */
+	bool		rv_ignored;		/* its resourceVersion is not decimal: not
+								 * taken as the watch position */
 	char	   *name;			/* metadata.name, or NULL */
 	char	   *resource_version;	/* metadata.resourceVersion, or NULL */
 	/* K8S_WATCH_ERROR only: the Status */
@@ -98,14 +110,22 @@ typedef struct K8sWatchOptions
 								 * 0: 180 s with bookmarks, none without */
 } K8sWatchOptions;
 
-/* One LIST item, palloc'd in the caller's CurrentMemoryContext */
+/*
+ * One LIST item, palloc'd in the caller's CurrentMemoryContext; the item's
+ * own JSON text (json NULL when larger than paidb.max_object_bytes).  An
+ * item that is not an object or has no metadata.name fails the page.
+ */
 typedef struct K8sListItem
 {
-	char	   *json;			/* the item as compact JSON text */
-	size_t		len;			/* strlen(json) */
+	char	   *json;			/* the item's JSON text, or NULL if oversized */
+	size_t		len;			/* its length (the size seen if oversized) */
+	bool		oversized;		/* larger than paidb.max_object_bytes */
 	char	   *name;			/* metadata.name, or NULL */
 	char	   *resource_version;	/* metadata.resourceVersion, or NULL */
 } K8sListItem;
+
+/* Whether a resourceVersion is decimal digits (1 to 64), as etcd's are */
+extern bool k8s_rv_is_decimal(const char *rv);
 
 /* ---- watch ---- */
 
@@ -131,7 +151,7 @@ extern const char *k8s_watch_end_name(K8sWatchEnd end);
 /* Whether the watch hit 410 Gone/Expired (HTTP status or ERROR event): LIST again */
 extern bool k8s_watch_expired(K8sWatch *watch);
 
-/* RV of the last ADDED/MODIFIED/DELETED/BOOKMARK event taken, or the start RV */
+/* Decimal RV of the last ADDED/MODIFIED/DELETED/BOOKMARK event taken, or the start RV */
 extern const char *k8s_watch_resource_version(K8sWatch *watch);
 
 /* The timeoutSeconds actually sent (after jitter) */

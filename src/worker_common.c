@@ -17,6 +17,7 @@
 #include "postmaster/interrupt.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
+#include "storage/pmsignal.h"
 #include "storage/proc.h"
 #include "tcop/tcopprot.h"
 #include "utils/guc.h"
@@ -170,10 +171,22 @@ paidb_worker_begin(const char *activity)
 	pgstat_report_activity(STATE_RUNNING, activity);
 }
 
+/* End the worker now if the postmaster is gone (nothing is committed). */
+void
+paidb_exit_if_postmaster_died(void)
+{
+	if (!PostmasterIsAlive())
+		ereport(FATAL,
+				(errcode(ERRCODE_ADMIN_SHUTDOWN),
+				 errmsg("terminating paidb worker because the postmaster died")));
+}
+
 /* Commit a short worker transaction and go idle. */
 void
 paidb_worker_commit(void)
 {
+	/* a server that is gone must not see more commits from us */
+	paidb_exit_if_postmaster_died();
 	SPI_finish();
 	PopActiveSnapshot();
 	CommitTransactionCommand();

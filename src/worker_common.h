@@ -31,6 +31,12 @@ extern bool paidb_worker_reload_if_needed(void);
 extern void paidb_worker_begin(const char *activity);
 extern void paidb_worker_commit(void);
 
+/*
+ * End the worker at once if the postmaster died, without committing: for
+ * loops that do not wait on a latch (WL_EXIT_ON_PM_DEATH covers those).
+ */
+extern void paidb_exit_if_postmaster_died(void);
+
 /* Milliseconds of exponential backoff for the n-th consecutive failure
  * (0.8 s doubling to 30 s, with +-20% jitter), at least min_ms. */
 extern long paidb_backoff_ms(int failures, long min_ms);

@@ -682,6 +682,13 @@ claim_work(void)
 	return next_due;
 }
 
+/* Order of outcomes: by framework name, bytewise. */
+static int
+outcome_name_cmp(const ListCell *a, const ListCell *b)
+{
+	return strcmp(((Outcome *) lfirst(a))->name, ((Outcome *) lfirst(b))->name);
+}
+
 /*
  * Write the outcomes of finished jobs, each in a subtransaction.  Returns
  * whether a retry was scheduled (the caller must then look again for the
@@ -696,6 +703,8 @@ record_outcomes(void)
 
 	if (outcomes == NIL)
 		return false;
+	/* rows in name order, as the watchers apply them: no lock cycle */
+	list_sort(outcomes, outcome_name_cmp);
 	paidb_worker_begin("paidb sync: recording outcomes");
 	foreach(lc, outcomes)
 	{
@@ -703,6 +712,8 @@ record_outcomes(void)
 		MemoryContext oldcxt = CurrentMemoryContext;
 		ResourceOwner oldowner = CurrentResourceOwner;
 		Datum		args[4];
+
+		paidb_exit_if_postmaster_died();
 
 		if (o->kind == OUTCOME_SUCCESS && o->failures == 0)
 			continue;

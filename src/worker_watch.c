@@ -61,6 +61,9 @@
 /* A watch that ends sooner than this without any event counts as a failure */
 #define WATCH_MIN_HEALTHY_MS	1000
 
+/* A watch that lasted this long before its 410 does not count towards the re-list backoff */
+#define RELIST_HEALTHY_MS		60000
+
 /* Rows fetched at a time while looking for frameworks that disappeared */
 #define RECONCILE_FETCH			1000
 
@@ -92,6 +95,7 @@ typedef struct WatchItem
 	char	   *name;			/* metadata.name, or NULL */
 	char	   *json;			/* the object as JSON (reconcile: the list's RV) */
 	size_t		len;			/* strlen(json) */
+	int			seq;			/* place in the batch (keeps one object's order) */
 } WatchItem;
 
 typedef struct Reflector Reflector;
@@ -121,6 +125,7 @@ struct Reflector
 	MemoryContext list_cxt;		/* one LIST: names seen, continue token */
 	MemoryContext round_cxt;	/* one LIST or WATCH round: paths, messages */
 	bool		need_list;		/* no usable resourceVersion: LIST */
+	bool		need_state;		/* the target changed: read the state again */
 	char	   *rv;				/* where the next watch starts (may be "") */
 	char		source[17];		/* hash of the API server and namespace */
 	bool		import_pending; /* first run: adopt what is listed */
@@ -128,6 +133,7 @@ struct Reflector
 	bool		adopt_in_watch; /* new timeline: the watch adopts too */
 	HTAB	   *seen;			/* names listed so far (reconcile) */
 	int			failures;		/* consecutive failed rounds */
+	int			relists;		/* consecutive watches ended by 410 soon */
 	long		retry_after_ms; /* the server's Retry-After, or -1 */
 	char		failure[256];	/* why the last round failed */
 	/* the batch */
@@ -216,7 +222,8 @@ prepare_plans(void)
 	plan_reconcile_candidates = paidb_prepare_kept(
 											 "SELECT name FROM paidb.framework "
 											 "WHERE NOT api_server_deleted AND resource_version IS NOT NULL "
-											 "AND ($1::pg_catalog.int8 IS NULL OR resource_version <= $1)",
+											 "AND ($1::pg_catalog.int8 IS NULL OR resource_version <= $1) "
+											 "ORDER BY name COLLATE \"C\"",
 											 1, types);
 
 	types[0] = TEXTOID;
@@ -381,6 +388,7 @@ reflector_reload(Reflector *r)
 					paidb_worker_names[r->def->kind], r->def->what)));
 	strlcpy(r->source, source, sizeof(r->source));
 	r->need_list = true;
+	r->need_state = true;		/* whether it is a first run: load_state */
 	return true;
 }
 
@@ -510,6 +518,7 @@ apply_protected(Reflector *r, WatchItem *items, int n, ApplyFn fn, bool warn)
 			ErrorContextCallback errcb;
 
 			CHECK_FOR_INTERRUPTS();
+			paidb_exit_if_postmaster_died();
 			errcb.callback = apply_error_callback;
 			errcb.arg = &items[i];
 			errcb.previous = error_context_stack;
@@ -567,7 +576,27 @@ apply_protected(Reflector *r, WatchItem *items, int n, ApplyFn fn, bool warn)
 	return true;
 }
 
-/* Apply items in the current transaction, skipping (and logging) bad ones. */
+/* Order of items: by name (bytewise), then as received. */
+static int
+item_cmp(const void *a, const void *b)
+{
+	const WatchItem *x = (const WatchItem *) a;
+	const WatchItem *y = (const WatchItem *) b;
+	int			c;
+
+	if (x->name == NULL || y->name == NULL)
+		c = (x->name != NULL) - (y->name != NULL);
+	else
+		c = strcmp(x->name, y->name);
+	return c != 0 ? c : (x->seq > y->seq) - (x->seq < y->seq);
+}
+
+/*
+ * Apply items in the current transaction, skipping (and logging) bad ones.
+ * They go in name order, the order in which the sync worker records its
+ * outcomes too, so the two never wait for each other's rows in a cycle
+ * (each object's own events keep their order).
+ */
 static void
 apply_items(Reflector *r, WatchItem *items, int n, ApplyFn fn)
 {
@@ -575,6 +604,7 @@ apply_items(Reflector *r, WatchItem *items, int n, ApplyFn fn)
 
 	if (n == 0)
 		return;
+	qsort(items, n, sizeof(WatchItem), item_cmp);
 	/* the common case: everything at once, in one subtransaction */
 	if (n > 1 && apply_protected(r, items, n, fn, false))
 		return;
@@ -610,6 +640,7 @@ batch_add(Reflector *r, const char *type, char *name, char *json, size_t len)
 	item->name = name;
 	item->json = json;
 	item->len = len;
+	item->seq = r->nitems - 1;
 	r->nbytes += len;
 }
 
@@ -623,6 +654,51 @@ batch_report(Reflector *r, const char *state)
 		elog(DEBUG1, "paidb %s: %llu events applied, %llu not ours",
 			 paidb_worker_names[r->def->kind],
 			 (unsigned long long) r->applied, (unsigned long long) r->skipped);
+}
+
+/*
+ * Skip one event or item the API server sent that cannot be applied: a
+ * WARNING naming it, and an error in status() (SPEC §8); the watch goes on.
+ */
+static void
+pg_attribute_printf(3, 4)
+note_skip(Reflector *r, const char *name, const char *fmt,...)
+{
+	char		why[192];
+	va_list		args;
+
+	va_start(args, fmt);
+	vsnprintf(why, sizeof(why), fmt, args);
+	va_end(args);
+	ereport(WARNING,
+			(errcode(ERRCODE_EXTERNAL_ROUTINE_EXCEPTION),
+			 errmsg("paidb %s skipped %s \"%s\" from the API server: %s",
+					paidb_worker_names[r->def->kind], r->def->what,
+					name ? name : "(no name)", why)));
+	snprintf(r->last_error, sizeof(r->last_error), "skipped %s \"%s\": %s",
+			 r->def->what, name ? name : "(no name)", why);
+	r->has_error = true;
+	r->errors++;
+}
+
+/*
+ * A resourceVersion that is not decimal: Kubernetes calls them opaque, but
+ * every etcd-backed server's are decimal, and paidb stores its position
+ * only as one (SPEC §5.2, docs/workers.md).  The event itself is applied;
+ * the position stays where it was.  Logged and counted.
+ */
+static void
+note_bad_rv(Reflector *r, const char *what, const char *rv)
+{
+	ereport(WARNING,
+			(errcode(ERRCODE_EXTERNAL_ROUTINE_EXCEPTION),
+			 errmsg("paidb %s: resourceVersion \"%.64s\" of a %s event is not a decimal number",
+					paidb_worker_names[r->def->kind], rv ? rv : "", what),
+			 errdetail("The watch position is not moved to it.")));
+	snprintf(r->last_error, sizeof(r->last_error),
+			 "resourceVersion \"%.64s\" of a %s event is not a decimal number", rv ? rv : "", what);
+	r->has_error = true;
+	r->errors++;
 }
 
 /* ---------------------------------------------------------------------
@@ -744,6 +820,7 @@ reconcile(Reflector *r, const char *list_rv)
 		}
 		SPI_freetuptable(SPI_tuptable);
 		CHECK_FOR_INTERRUPTS();
+		paidb_exit_if_postmaster_died();
 	}
 	SPI_cursor_close(portal);
 
@@ -887,6 +964,13 @@ batch_fill_from_list(Reflector *r, K8sList *list)
 			break;
 		if (r->seen != NULL && item->name != NULL && strlen(item->name) < FRAMEWORK_NAME_SIZE)
 			(void) hash_search(r->seen, item->name, HASH_ENTER, NULL);
+		if (item->oversized)
+		{
+			/* still listed, so not reconciled as gone: only not applied */
+			note_skip(r, item->name, "the listed object has %zu bytes, more than paidb.max_object_bytes (%d)",
+					  item->len, paidb_max_object_bytes);
+			continue;
+		}
 		batch_add(r, "ADDED", item->name, item->json, item->len);
 	}
 	MemoryContextSwitchTo(oldcxt);
@@ -907,6 +991,16 @@ apply_list_batch(Reflector *r, const char *list_rv)
 	paidb_worker_begin(activity);
 	prepare_plans();
 	apply_items(r, r->items, r->nitems, r->def->apply);
+	if (list_rv != NULL && r->def->reconcile && r->nitems > 0)
+	{
+		/*
+		 * The reconcile locks rows in name order in a transaction of its
+		 * own, so no transaction takes two runs of names (a lock cycle with
+		 * the sync worker); the position is stored with the reconcile.
+		 */
+		paidb_worker_commit();
+		paidb_worker_begin(activity);
+	}
 	if (list_rv != NULL)
 	{
 		if (r->def->reconcile)
@@ -914,25 +1008,9 @@ apply_list_batch(Reflector *r, const char *list_rv)
 		put_resource_version(r, list_rv, true);
 		put_installation(source_key(r), r->source);
 		if (r->importing)
-			put_installation(PAIDB_INITIAL_IMPORT_DONE, list_rv);
+			put_installation(PAIDB_INITIAL_IMPORT_DONE, r->source);
 	}
 	paidb_worker_commit();
-}
-
-/* Wait until a LIST page has been received entirely (or failed). */
-static bool
-wait_page(Reflector *r, K8sList *list)
-{
-	while (k8s_list_result(list)->kind == K8S_RESULT_PENDING)
-	{
-		int			rc = k8s_client_wait(r->client, -1, PG_WAIT_EXTENSION);
-
-		if (rc & WL_LATCH_SET)
-			ResetLatch(MyLatch);
-		if (reflector_reload(r))
-			return false;
-	}
-	return true;
 }
 
 /*
@@ -981,12 +1059,47 @@ run_list(Reflector *r)
 		report_request(r);
 		pages++;
 
-		if (!wait_page(r, list))
+		/* items are applied in batches as they arrive; the page is never held */
+		for (;;)
 		{
-			k8s_list_free(list);
-			return ROUND_RETRY_NOW;
+			int			rc;
+
+			batch_fill_from_list(r, list);
+			if (k8s_list_finished(list))
+				break;
+			if (batch_full(r))
+			{
+				apply_list_batch(r, NULL);
+				total += r->nitems;
+				batch_report(r, r->importing ? "importing" : "listing");
+				batch_reset(r);
+				continue;
+			}
+			rc = k8s_client_wait(r->client, -1, PG_WAIT_EXTENSION);
+			if (rc & WL_LATCH_SET)
+				ResetLatch(MyLatch);
+			if (reflector_reload(r))
+			{
+				batch_reset(r);
+				k8s_list_free(list);
+				return ROUND_RETRY_NOW;
+			}
 		}
 		res = k8s_list_result(list);
+		if (res->kind == K8S_RESULT_OK && !k8s_rv_is_decimal(k8s_list_resource_version(list)))
+		{
+			ereport(WARNING,
+					(errcode(ERRCODE_EXTERNAL_ROUTINE_EXCEPTION),
+					 errmsg("paidb %s: the %s list has resourceVersion \"%.64s\", which is not a decimal number",
+							paidb_worker_names[r->def->kind], r->def->what,
+							k8s_list_resource_version(list)),
+					 errdetail("A watch cannot be resumed from it; the list is treated as failed.")));
+			note_failure(r, NULL, "LIST %s: resourceVersion \"%.64s\" is not a decimal number",
+						 r->def->what, k8s_list_resource_version(list));
+			batch_reset(r);
+			k8s_list_free(list);
+			return ROUND_BACKOFF;
+		}
 		if (res->kind != K8S_RESULT_OK)
 		{
 			if (continue_token != NULL && k8s_result_is_gone(res))
@@ -997,36 +1110,29 @@ run_list(Reflector *r)
 				k8s_log_failure(res->kind == K8S_RESULT_HTTP_ERROR ? WARNING : LOG,
 								k8s_list_request(list), NULL);
 			note_failure(r, res, "LIST %s", r->def->what);
+			/* what was applied stays (it was listed); no reconcile, no position */
+			batch_reset(r);
 			k8s_list_free(list);
 			return ROUND_BACKOFF;
 		}
 		if (list_rv == NULL)
-			list_rv = MemoryContextStrdup(r->list_cxt,
-										  k8s_list_resource_version(list) ?
-										  k8s_list_resource_version(list) : "");
+			list_rv = MemoryContextStrdup(r->list_cxt, k8s_list_resource_version(list));
 		next = k8s_list_continue(list);
 		if (next != NULL)
 			next = MemoryContextStrdup(r->list_cxt, next);
 
-		/* the page in batches; the last batch of the last page ends the list */
-		do
+		/* the rest of the page; the last batch of the last page ends the list */
+		total += r->nitems;
+		apply_list_batch(r, next == NULL ? list_rv : NULL);
+		if (next == NULL)
 		{
-			bool		last;
-
-			batch_fill_from_list(r, list);
-			last = (next == NULL && k8s_list_finished(list));
-			total += r->nitems;
-			apply_list_batch(r, last ? list_rv : NULL);
-			if (last)
-			{
-				if (r->rv)
-					pfree(r->rv);
-				r->rv = MemoryContextStrdup(paidb_worker_context, list_rv);
-				r->need_list = false;
-			}
-			batch_report(r, r->importing ? "importing" : "listing");
-			batch_reset(r);
-		} while (!k8s_list_finished(list));
+			if (r->rv)
+				pfree(r->rv);
+			r->rv = MemoryContextStrdup(paidb_worker_context, list_rv);
+			r->need_list = false;
+		}
+		batch_report(r, r->importing ? "importing" : "listing");
+		batch_reset(r);
 		k8s_list_free(list);
 
 		if (next == NULL)
@@ -1068,6 +1174,19 @@ batch_fill_from_watch(Reflector *r, K8sWatch *watch, bool *error_event)
 
 		if (ev == NULL)
 			break;
+		if (ev->problem != NULL)
+		{
+			note_skip(r, ev->name, "a %s event: %s", ev->type_name, ev->problem);
+			continue;
+		}
+		if (ev->oversized)
+		{
+			note_skip(r, ev->name, "the object of its %s event has %zu bytes, more than paidb.max_object_bytes (%d)",
+					  ev->type_name, ev->object_len, paidb_max_object_bytes);
+			continue;
+		}
+		if (ev->rv_ignored)
+			note_bad_rv(r, ev->type_name, ev->resource_version);
 		switch (ev->type)
 		{
 			case K8S_WATCH_ADDED:
@@ -1101,11 +1220,7 @@ batch_fill_from_watch(Reflector *r, K8sWatch *watch, bool *error_event)
 				}
 				break;
 			case K8S_WATCH_UNKNOWN:
-				ereport(WARNING,
-						(errcode(ERRCODE_EXTERNAL_ROUTINE_EXCEPTION),
-						 errmsg("paidb %s ignored a watch event of unknown type \"%s\"",
-								paidb_worker_names[r->def->kind], ev->type_name)));
-				break;
+				break;			/* has a problem, skipped above */
 		}
 	}
 	MemoryContextSwitchTo(oldcxt);
@@ -1199,6 +1314,8 @@ run_watch(Reflector *r)
 	res = k8s_watch_result(watch);
 	if (k8s_watch_expired(watch))
 	{
+		long		lasted = TimestampDifferenceMilliseconds(started, GetCurrentTimestamp());
+
 		if (end == K8S_WATCH_FAILED)
 			ereport(LOG,
 					(errmsg("paidb %s: resourceVersion \"%s\" of %s is too old, listing again",
@@ -1206,8 +1323,25 @@ run_watch(Reflector *r)
 		k8s_watch_free(watch);
 		r->need_list = true;
 		r->failures = 0;
+
+		/*
+		 * The first re-list goes at once; a server that answers every watch
+		 * of a fresh list with 410 again gets them with a backoff (0.8 s
+		 * doubling to 30 s, jitter), not hundreds a second.
+		 */
+		if (lasted >= RELIST_HEALTHY_MS)
+			r->relists = 0;
+		if (++r->relists > 1)
+		{
+			note_failure(r, NULL, "WATCH %s: 410 Gone %d times in a row right after listing",
+						 r->def->what, r->relists);
+			r->failures = r->relists - 2;	/* the caller counts this one */
+			return ROUND_BACKOFF;
+		}
 		return ROUND_OK;
 	}
+	if (end == K8S_WATCH_CLOSED)
+		r->relists = 0;			/* a watch that ran its course */
 	if (events > 0)
 		r->failures = 0;		/* it worked for a while */
 	if (error_event)
@@ -1298,7 +1432,13 @@ load_state(Reflector *r)
 	}
 	paidb_worker_commit();
 
-	r->import_pending = r->def->adopt_on_first_run && import_done == NULL;
+	/* the import belongs to a target: another one is a first run again */
+	r->import_pending = r->def->adopt_on_first_run &&
+		(import_done == NULL || strcmp(import_done, r->source) != 0);
+	if (r->import_pending && import_done != NULL)
+		ereport(LOG,
+				(errmsg("paidb %s: the API server or namespace is not the one imported from, importing its %s",
+						paidb_worker_names[r->def->kind], r->def->what)));
 	r->rv = rv;
 	r->need_list = (rv == NULL || r->import_pending);
 	/* after a promotion or a restore: adopt while resuming, and on a LIST */
@@ -1346,6 +1486,12 @@ reflector_main(const WatcherDef *def)
 
 		CHECK_FOR_INTERRUPTS();
 		(void) reflector_reload(r);
+		if (r->need_state)
+		{
+			r->need_state = false;
+			load_state(r);
+			r->need_list = true;
+		}
 		outcome = r->need_list ? run_list(r) : run_watch(r);
 		MemoryContextSwitchTo(paidb_worker_context);
 		if (outcome == ROUND_BACKOFF)

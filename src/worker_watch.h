@@ -12,7 +12,11 @@
 /* Key of the event watcher in paidb.watch_state */
 #define PAIDB_WATCHER_EVENTS		"events"
 
-/* paidb.installation key set once existing frameworks have been adopted */
+/*
+ * paidb.installation key set once existing frameworks have been adopted;
+ * its value is the fingerprint of the target (API server, namespace) they
+ * were adopted from: another target is a first run again (SPEC §8).
+ */
 #define PAIDB_INITIAL_IMPORT_DONE	"initial_import_done"
 
 /* paidb.installation key: the timeline the framework watcher last ran on */

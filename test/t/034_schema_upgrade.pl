@@ -35,6 +35,9 @@ SELECT paidb.apply_watch_event('MODIFIED', pg_catalog.jsonb_build_object(
   FROM pg_catalog.generate_series(0, 1) a;
 SELECT paidb.stop_framework('upjob2');
 INSERT INTO paidb.tag (framework_name, name) VALUES ('upjob3', 'important');
+INSERT INTO paidb.installation (key, value) VALUES ('initial_import_done', '1234'),
+  ('watch_source.frameworks', '00c0ffee00c0ffee'), ('watch_source.events', '00c0ffee00c0ffee');
+INSERT INTO paidb.watch_state (watcher, resource_version, listed_at) VALUES ('frameworks', '1234', pg_catalog.now());
 };
 $node->safe_psql('upgraded', $data_sql);
 my $data_query = q{SELECT pg_catalog.md5(pg_catalog.string_agg(f::text, ',' ORDER BY name)) FROM
@@ -107,6 +110,13 @@ is($node->safe_psql('upgraded', $catalog), $node->safe_psql('fresh', $catalog),
 # The data written by 0.1 is all there.
 my @after = map { $node->safe_psql('upgraded', $_) } $data_query, $history_query, $tag_query;
 is_deeply(\@after, \@before, 'the jobs, their history and tags are kept by the update');
+
+# The first-run import of 0.1 is carried over to its target, and the watch
+# position is kept: an upgraded database neither imports again nor re-lists.
+is($node->safe_psql('upgraded', q{SELECT value FROM paidb.installation WHERE key = 'initial_import_done'}),
+	'00c0ffee00c0ffee', 'the import 0.1 recorded belongs to the target it watched');
+is($node->safe_psql('upgraded', q{SELECT resource_version FROM paidb.watch_state WHERE watcher = 'frameworks'}),
+	'1234', 'the watch position is kept');
 
 # And 0.2 works on the upgraded data.
 is($node->safe_psql('upgraded', q{SELECT request_generation || ' ' || changed FROM paidb.stop_framework('upjob3')}),
