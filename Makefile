@@ -24,6 +24,8 @@ OBJS = \
 	src/worker_watch.o \
 	src/k8s_client.o \
 	src/k8s_watch.o \
+	src/k8s_objects.o \
+	src/install_check.o \
 	src/k8s_testing.o
 
 DATA = $(wildcard sql/$(EXTENSION)--*.sql)
@@ -36,7 +38,7 @@ SHLIB_LINK = $(shell pkg-config --libs json-c libcurl zlib yaml-0.1)
 PG_CFLAGS = -Wall -Wextra -Wno-unused-parameter
 
 # pg_regress suites (sql/NAME.sql, expected/NAME.out); they need no preload.
-REGRESS = init merge_patch history framework_state snapshot write_merger bad_input
+REGRESS = init merge_patch history framework_state snapshot write_merger bad_input addons
 REGRESS_OPTS = --inputdir=$(srcdir) --dbname=paidb_regression
 
 # TAP tests (PostgreSQL::Test::Cluster + the fake API server) run with

@@ -41,7 +41,7 @@ SELECT f.updated_at = b.updated_at AS same_updated_at, f.xmin::text = b.x AS sam
 
 -- A changed request: generation + 1, not synced; add-ons for an existing job are ignored
 SELECT p.* FROM req, paidb.put_framework_request(jsonb_set(r, '{spec,taskRoles,0,taskNumber}', '2'),
-  now(), '{"tokenSecretDef": {"kind": "Secret"}}') p;
+  now(), '{"tokenSecretDef": {"kind": "Secret", "metadata": {"name": "job1-token"}}}') p;
 SELECT name, gen, synced, ann_gen FROM pg_temp.jobs;
 SELECT total_task_number, token_secret_def IS NULL AS token_ignored FROM paidb.framework;
 

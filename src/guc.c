@@ -17,6 +17,7 @@
 #include "guc.h"
 
 char	   *paidb_database = NULL;
+char	   *paidb_worker_role = NULL;
 bool		paidb_enabled = true;
 char	   *paidb_k8s_api_server = NULL;
 char	   *paidb_k8s_namespace = NULL;
@@ -53,6 +54,12 @@ paidb_define_gucs(void)
 								 NULL,
 								 &paidb_enabled, true,
 								 PGC_POSTMASTER, 0, NULL, NULL, NULL);
+
+		DefineCustomStringVariable("paidb.worker_role",
+								   "Role the paidb background workers connect as.",
+								   "Empty: the bootstrap superuser. It needs LOGIN and the privileges docs/workers.md lists.",
+								   &paidb_worker_role, "",
+								   PGC_POSTMASTER, GUC_SUPERUSER_ONLY, NULL, NULL, NULL);
 	}
 
 	DefineCustomStringVariable("paidb.k8s_api_server",

@@ -5,6 +5,7 @@
 #define PAIDB_GUC_H
 
 extern char *paidb_database;
+extern char *paidb_worker_role;
 extern bool paidb_enabled;
 extern char *paidb_k8s_api_server;
 extern char *paidb_k8s_namespace;

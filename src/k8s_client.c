@@ -46,6 +46,8 @@
 
 #include "guc.h"
 #include "k8s_client.h"
+#include "k8s_objects.h"
+#include "worker_common.h"
 
 #define K8S_SA_DIR			"/var/run/secrets/kubernetes.io/serviceaccount"
 #define K8S_MAX_TOKEN_BYTES (64 * 1024)
@@ -513,7 +515,9 @@ k8s_read_small_file(const char *path, size_t maxlen, struct stat *st_out)
 			if (errno == EINTR)
 				continue;
 			CloseTransientFile(fd);
-			k8s_free_secret(buf);
+			/* buf is not terminated: wipe what was read by length */
+			explicit_bzero(buf, len);
+			pfree(buf);
 			return NULL;
 		}
 		if (n == 0)
@@ -809,6 +813,52 @@ k8s_request_cleanup(void *arg)
 	k8s_request_unlink(req);
 }
 
+/*
+ * Refuse a path with an empty, "." or ".." segment before the query
+ * (SPEC §8): the API server or a proxy would read it as another resource
+ * (a collection, a parent), e.g. DELETE of every secret.  Every request
+ * passes here, so no caller can send one.
+ */
+static void
+k8s_check_path(const char *path)
+{
+	const char *seg = path + 1;
+
+	for (;;)
+	{
+		size_t		n = strcspn(seg, "/?#");
+
+		if (n == 0 || (n == 1 && seg[0] == '.') || (n == 2 && seg[0] == '.' && seg[1] == '.'))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("refusing to send a kubernetes API request whose path has an empty, \".\" or \"..\" segment"),
+					 errdetail("The path is \"%.200s\".", path)));
+		if (seg[n] != '/')
+			break;
+		seg += n + 1;
+	}
+}
+
+/* WARNING, once per API server and process, that the bearer token goes over plain http */
+static void
+k8s_warn_plain_http(K8sClient *client)
+{
+	static char *warned_for = NULL;
+
+	if (pg_strncasecmp(client->base_url, "http://", 7) != 0)
+		return;
+	if (warned_for != NULL && strcmp(warned_for, client->base_url) == 0)
+		return;
+	if (warned_for != NULL)
+		pfree(warned_for);
+	warned_for = MemoryContextStrdup(TopMemoryContext, client->base_url);
+	/* for the server log: a worker's WARNING goes there, a session's LOG too */
+	ereport(IsBackgroundWorker ? WARNING : LOG,
+			(errmsg("paidb sends its bearer token to %s over plain http", client->base_url),
+			 errdetail("Anyone who can read the traffic can use the token against the cluster."),
+			 errhint("Use an https:// URL in paidb.k8s_api_server.")));
+}
+
 /* New unsubmitted request; path is relative to the server (may carry a query) */
 K8sRequest *
 k8s_request_new(K8sClient *client, K8sMethod method, const char *path,
@@ -820,6 +870,7 @@ k8s_request_new(K8sClient *client, K8sMethod method, const char *path,
 
 	if (path == NULL || path[0] != '/')
 		elog(ERROR, "kubernetes API path must start with '/'");
+	k8s_check_path(path);
 
 	mcxt = AllocSetContextCreate(client->mcxt, "paidb k8s request", ALLOCSET_SMALL_SIZES);
 	req = MemoryContextAllocZero(mcxt, sizeof(K8sRequest));
@@ -1079,7 +1130,10 @@ k8s_request_submit(K8sRequest *req)
 		k8s_request_add_header(req, psprintf("Content-Type: %s", req->content_type));
 	if (client->token)
 	{
-		char	   *auth = psprintf("Authorization: Bearer %s", client->token);
+		char	   *auth;
+
+		k8s_warn_plain_http(client);
+		auth = psprintf("Authorization: Bearer %s", client->token);
 
 		k8s_request_add_header(req, auth);
 		k8s_free_secret(auth);
@@ -1096,7 +1150,11 @@ k8s_request_submit(K8sRequest *req)
 	K8S_SETOPT(easy, CURLOPT_HEADERFUNCTION, k8s_header_cb);
 	K8S_SETOPT(easy, CURLOPT_HEADERDATA, req);
 	K8S_SETOPT(easy, CURLOPT_ERRORBUFFER, req->errbuf);
+	/* a redirect could carry the token elsewhere: never follow one (SPEC §8) */
 	K8S_SETOPT(easy, CURLOPT_FOLLOWLOCATION, 0L);
+	K8S_SETOPT(easy, CURLOPT_MAXREDIRS, 0L);
+	/* send the path exactly as built: no dot-segment removal (SPEC §8) */
+	K8S_SETOPT(easy, CURLOPT_PATH_AS_IS, 1L);
 #if LIBCURL_VERSION_NUM >= 0x075700
 	/* freeing a request must not wait for a DNS resolver thread */
 	K8S_SETOPT_OPTIONAL(easy, CURLOPT_QUICK_EXIT, 1L);
@@ -1602,6 +1660,24 @@ k8s_request_free(K8sRequest *req)
 		MemoryContextDelete(req->mcxt);
 }
 
+/* What k8s_perform_request waits for */
+typedef struct PerformWait
+{
+	K8sRequest *req;
+	bool		others;			/* other requests finished meanwhile */
+} PerformWait;
+
+/* Whether the blocking request is done (paidb_wait_keeping_latch callback) */
+static bool
+perform_done(void *arg, int wait_rc)
+{
+	PerformWait *w = (PerformWait *) arg;
+
+	if (wait_rc & K8S_WAIT_RESULTS)
+		w->others = true;
+	return w->req->state == K8S_REQ_DONE;
+}
+
 /*
  * Submit req and wait until it finishes, on the same wait loop; on ERROR the
  * request is cancelled and freed.  A latch wake-up is set again on return.
@@ -1610,40 +1686,24 @@ void
 k8s_perform_request(K8sRequest *req, uint32 wait_event_info)
 {
 	K8sClient  *client = req->client;
-	volatile bool latch_seen = false;
-	volatile bool others = false;
+	PerformWait w = {req, false};
 
 	req->blocking = true;
 	PG_TRY();
 	{
 		k8s_request_submit(req);
-		while (req->state != K8S_REQ_DONE)
-		{
-			int			rc = k8s_client_wait(client, -1, wait_event_info);
-
-			if (rc & WL_LATCH_SET)
-			{
-				ResetLatch(MyLatch);
-				latch_seen = true;
-			}
-			if (rc & K8S_WAIT_RESULTS)
-				others = true;
-		}
+		(void) paidb_wait_keeping_latch(client, -1, wait_event_info, perform_done, &w);
 	}
 	PG_CATCH();
 	{
 		k8s_request_free(req);
-		if (latch_seen)
-			SetLatch(MyLatch);
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
 
 	/* let the caller's own loop see what happened meanwhile */
-	if (others && (!dlist_is_empty(&client->done) || client->nrunning > 0))
+	if (w.others && (!dlist_is_empty(&client->done) || client->nrunning > 0))
 		client->new_results++;
-	if (latch_seen)
-		SetLatch(MyLatch);
 }
 
 /* Blocking request: build, submit and wait; the caller frees the result */
@@ -1792,15 +1852,34 @@ k8s_path_add_query(const char *path, const char *key, const char *value)
 					k8s_url_escape(key), k8s_url_escape(value ? value : ""));
 }
 
-/* Build prefix/namespaces/{ns}/plural[/{name}] with escaped segments */
+/* Refuse to build a path for a name its kind does not allow (SPEC §8) */
+static void
+k8s_check_name(const char *what, const char *name, bool ok)
+{
+	if (!ok)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_NAME),
+				 errmsg("invalid kubernetes name \"%.*s%s\" for %s", 253, name,
+						strlen(name) > 253 ? "..." : "", what),
+				 errdetail("paidb sends no request for a name the API server could not hold.")));
+}
+
+/*
+ * Build prefix/namespaces/{ns}/plural[/{name}] with escaped segments, after
+ * checking the namespace (DNS-1123 label) and the name (name_ok, the rule of
+ * the kind).
+ */
 static char *
 k8s_namespaced_path(K8sClient *client, const char *prefix, const char *ns,
-					const char *plural, const char *name)
+					const char *plural, const char *name, bool (*name_ok) (const char *))
 {
 	StringInfoData buf;
 
 	if (ns == NULL)
 		ns = client ? client->namespace : "default";
+	k8s_check_name("namespace", ns, k8s_valid_dns_label(ns));
+	if (name != NULL)
+		k8s_check_name(plural, name, name_ok(name));
 	initStringInfo(&buf);
 	appendStringInfo(&buf, "%s/namespaces/%s/%s", prefix, k8s_url_escape(ns), plural);
 	if (name != NULL)
@@ -1813,14 +1892,14 @@ char *
 k8s_path_frameworks(K8sClient *client, const char *ns, const char *name)
 {
 	return k8s_namespaced_path(client, "/apis/frameworkcontroller.microsoft.com/v1",
-							   ns, "frameworks", name);
+							   ns, "frameworks", name, paidb_valid_framework_name);
 }
 
 /* /api/v1/namespaces/{ns}/secrets[/{name}] */
 char *
 k8s_path_secrets(K8sClient *client, const char *ns, const char *name)
 {
-	return k8s_namespaced_path(client, "/api/v1", ns, "secrets", name);
+	return k8s_namespaced_path(client, "/api/v1", ns, "secrets", name, k8s_valid_dns_subdomain);
 }
 
 /* /apis/scheduling.k8s.io/v1/priorityclasses[/{name}] (cluster scoped) */
@@ -1829,6 +1908,7 @@ k8s_path_priorityclasses(const char *name)
 {
 	if (name == NULL)
 		return pstrdup("/apis/scheduling.k8s.io/v1/priorityclasses");
+	k8s_check_name("priorityclasses", name, k8s_valid_dns_subdomain(name));
 	return psprintf("/apis/scheduling.k8s.io/v1/priorityclasses/%s", k8s_url_escape(name));
 }
 
@@ -1836,7 +1916,7 @@ k8s_path_priorityclasses(const char *name)
 char *
 k8s_path_events(K8sClient *client, const char *ns, const char *name)
 {
-	return k8s_namespaced_path(client, "/api/v1", ns, "events", name);
+	return k8s_namespaced_path(client, "/api/v1", ns, "events", name, k8s_valid_dns_subdomain);
 }
 
 /* The body of a DeleteOptions with the given propagation policy */

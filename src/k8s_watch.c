@@ -39,6 +39,7 @@
 
 #include "guc.h"
 #include "k8s_watch.h"
+#include "worker_common.h"
 
 /* Deepest JSON nesting accepted by json-c where it still parses (Status, metadata) */
 #define K8S_JSON_MAX_DEPTH	512
@@ -1430,41 +1431,32 @@ k8s_list_next_item(K8sList *list)
 	return it;
 }
 
+/* What k8s_list_next_item_wait waits for */
+typedef struct ListWait
+{
+	K8sList    *list;
+	K8sListItem *item;
+} ListWait;
+
+/* Whether an item arrived or the page is over (paidb_wait_keeping_latch callback) */
+static bool
+list_item_ready(void *arg, int wait_rc)
+{
+	ListWait   *w = (ListWait *) arg;
+
+	w->item = k8s_list_next_item(w->list);
+	return w->item != NULL || w->list->finished;
+}
+
 /* Next item, waiting for it (interrupts honoured); NULL when the page is over */
 K8sListItem *
 k8s_list_next_item_wait(K8sList *list, uint32 wait_event_info)
 {
-	K8sClient  *client = k8s_request_client(list->req);
-	K8sListItem *volatile item = NULL;
-	volatile bool latch_seen = false;
+	ListWait	w = {list, NULL};
 
-	PG_TRY();
-	{
-		for (;;)
-		{
-			int			rc;
-
-			item = k8s_list_next_item(list);
-			if (item != NULL || list->finished)
-				break;
-			rc = k8s_client_wait(client, -1, wait_event_info);
-			if (rc & WL_LATCH_SET)
-			{
-				ResetLatch(MyLatch);
-				latch_seen = true;
-			}
-		}
-	}
-	PG_CATCH();
-	{
-		if (latch_seen)
-			SetLatch(MyLatch);
-		PG_RE_THROW();
-	}
-	PG_END_TRY();
-	if (latch_seen)
-		SetLatch(MyLatch);
-	return item;
+	(void) paidb_wait_keeping_latch(k8s_request_client(list->req), -1, wait_event_info,
+									list_item_ready, &w);
+	return w.item;
 }
 
 /* Whether the page is over (transfer ended and every item taken) */

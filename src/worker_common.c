@@ -27,15 +27,17 @@
 
 #include "common/pg_prng.h"
 #include "guc.h"
+#include "k8s_client.h"
 #include "worker_common.h"
 
 MemoryContext paidb_worker_context = NULL;
 
 static PaidbWorkerKind my_kind;
 
-extern void paidb_sync_main(void);
-extern void paidb_framework_watcher_main(void);
-extern void paidb_event_watcher_main(void);
+/* bgw_function_name of each worker, by PaidbWorkerKind */
+static const char *const worker_functions[PAIDB_NUM_WORKERS] = {
+	"paidb_sync_main", "paidb_framework_watcher_main", "paidb_event_watcher_main"
+};
 
 /* Register the three workers; called from _PG_init when preloaded. */
 void
@@ -52,37 +54,12 @@ paidb_register_workers(void)
 		worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
 		worker.bgw_restart_time = 1;
 		snprintf(worker.bgw_library_name, BGW_MAXLEN, "paidb");
-		snprintf(worker.bgw_function_name, BGW_MAXLEN, "paidb_worker_main");
+		snprintf(worker.bgw_function_name, BGW_MAXLEN, "%s", worker_functions[i]);
 		snprintf(worker.bgw_name, BGW_MAXLEN, "paidb %s", paidb_worker_names[i]);
 		snprintf(worker.bgw_type, BGW_MAXLEN, "paidb %s", paidb_worker_names[i]);
 		worker.bgw_main_arg = Int32GetDatum(i);
 		RegisterBackgroundWorker(&worker);
 	}
-}
-
-/* Entry point of every paidb background worker. */
-void
-paidb_worker_main(Datum main_arg)
-{
-	PaidbWorkerKind kind = (PaidbWorkerKind) DatumGetInt32(main_arg);
-
-	paidb_worker_startup(kind);
-	switch (kind)
-	{
-		case PAIDB_WORKER_SYNC:
-			paidb_sync_main();
-			break;
-		case PAIDB_WORKER_FRAMEWORK_WATCHER:
-			paidb_framework_watcher_main();
-			break;
-		case PAIDB_WORKER_EVENT_WATCHER:
-			paidb_event_watcher_main();
-			break;
-		default:
-			elog(ERROR, "unknown paidb worker %d", (int) kind);
-	}
-	/* the main loops never return; if one does, restart it */
-	proc_exit(1);
 }
 
 /* on_shmem_exit callback: unpublish the worker. */
@@ -125,7 +102,16 @@ paidb_worker_startup(PaidbWorkerKind kind)
 	paidb_worker_attach(kind);
 	on_shmem_exit(worker_exit, Int32GetDatum(kind));
 
-	BackgroundWorkerInitializeConnection(paidb_database, NULL, 0);
+	BackgroundWorkerInitializeConnection(paidb_database,
+										 paidb_worker_role && paidb_worker_role[0] ? paidb_worker_role : NULL,
+										 0);
+	/*
+	 * Every statement of the workers resolves names in pg_catalog, then
+	 * paidb, whatever the role's or database's search_path: no object a
+	 * user can create changes what they execute (SPEC §8).  PGC_S_OVERRIDE
+	 * outranks ALTER ROLE/DATABASE SET and a reloaded configuration file.
+	 */
+	SetConfigOption("search_path", "pg_catalog, paidb", PGC_SUSET, PGC_S_OVERRIDE);
 	paidb_worker_set_database(kind, MyDatabaseId);
 	pgstat_report_appname(psprintf("paidb %s", paidb_worker_names[kind]));
 
@@ -211,4 +197,75 @@ paidb_backoff_ms(int failures, long min_ms)
 	if (ms < min_ms)
 		ms = min_ms;
 	return (long) ms;
+}
+
+/* Run fn(arg) in an internal subtransaction; the error, if any, is returned. */
+ErrorData *
+paidb_run_in_subxact(PaidbSubxactFn fn, void *arg, MemoryContext errcxt)
+{
+	MemoryContext oldcxt = CurrentMemoryContext;
+	ResourceOwner oldowner = CurrentResourceOwner;
+	ErrorData  *volatile edata = NULL;
+
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(oldcxt);
+	PG_TRY();
+	{
+		fn(arg);
+		ReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(oldcxt);
+		CurrentResourceOwner = oldowner;
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(errcxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(oldcxt);
+		CurrentResourceOwner = oldowner;
+	}
+	PG_END_TRY();
+	return edata;
+}
+
+/* Wait on the client until done() or the timeout, keeping a latch wake-up. */
+bool
+paidb_wait_keeping_latch(K8sClient *client, long timeout_ms, uint32 wait_event_info,
+						 PaidbWaitDoneFn done, void *arg)
+{
+	TimestampTz deadline = timeout_ms >= 0 ?
+		TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeout_ms) : 0;
+	volatile bool latch_seen = false;
+	volatile bool finished = false;
+
+	PG_TRY();
+	{
+		int			rc = 0;
+
+		while (!(finished = done(arg, rc)))
+		{
+			long		left = -1;
+
+			if (timeout_ms >= 0)
+			{
+				left = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline);
+				if (left <= 0)
+					break;
+			}
+			rc = k8s_client_wait(client, left, wait_event_info);
+			if (rc & WL_LATCH_SET)
+			{
+				ResetLatch(MyLatch);
+				latch_seen = true;
+			}
+		}
+	}
+	PG_FINALLY();
+	{
+		if (latch_seen)
+			SetLatch(MyLatch);
+	}
+	PG_END_TRY();
+	return finished;
 }

@@ -10,8 +10,10 @@
 /* Register the three workers; called from _PG_init when preloaded. */
 extern void paidb_register_workers(void);
 
-/* Entry point of every paidb background worker (bgw_function_name). */
-extern PGDLLEXPORT void paidb_worker_main(Datum main_arg);
+/*
+ * Each worker has its own entry point (bgw_function_name), declared in its
+ * module's header, which starts with paidb_worker_startup().
+ */
 
 /*
  * Set up the current worker process: signal handlers, the database
@@ -40,6 +42,31 @@ extern void paidb_exit_if_postmaster_died(void);
 /* Milliseconds of exponential backoff for the n-th consecutive failure
  * (0.8 s doubling to 30 s, with +-20% jitter), at least min_ms. */
 extern long paidb_backoff_ms(int failures, long min_ms);
+
+/*
+ * Run fn(arg) inside an internal subtransaction of the current transaction.
+ * Returns NULL when it committed; on ERROR the subtransaction is rolled back,
+ * the error state flushed, and a copy of the error (allocated in errcxt, the
+ * caller frees it) returned.  CurrentMemoryContext and CurrentResourceOwner
+ * are the caller's again on return either way.
+ */
+typedef void (*PaidbSubxactFn) (void *arg);
+extern ErrorData *paidb_run_in_subxact(PaidbSubxactFn fn, void *arg,
+									   MemoryContext errcxt);
+
+/*
+ * Wait on a K8sClient until done(arg, rc) is true (rc: the last
+ * k8s_client_wait() result, 0 before the first wait) or timeout_ms passes
+ * (-1: no limit).  Interrupts are honoured.  A latch wake-up that arrives
+ * meanwhile is reset while waiting and set again on return, also when an
+ * ERROR leaves, so the caller's own loop still sees it.  Returns whether
+ * done() said so (false: timed out).
+ */
+struct K8sClient;
+typedef bool (*PaidbWaitDoneFn) (void *arg, int wait_rc);
+extern bool paidb_wait_keeping_latch(struct K8sClient *client, long timeout_ms,
+									 uint32 wait_event_info,
+									 PaidbWaitDoneFn done, void *arg);
 
 /* The worker's own long-lived memory context. */
 extern MemoryContext paidb_worker_context;

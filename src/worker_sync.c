@@ -33,28 +33,28 @@
 #include "guc.h"
 #include "jsonb_util.h"
 #include "k8s_client.h"
+#include "k8s_objects.h"
+#include "merge_patch.h"
 #include "snapshot.h"
 #include "spi_plan.h"
 #include "worker_common.h"
 #include "worker_shmem.h"
+#include "worker_sync.h"
 #include "write_merger.h"
 
-void		paidb_sync_main(void);
-
-#define NUM_ADDONS 5
-#define ADDON_PRIORITY_CLASS 2	/* index of priorityClassDef below */
-static const char *const addon_columns[NUM_ADDONS] = {
-	"config_secret_def", "user_extension_secret_def", "priority_class_def",
-	"docker_secret_def", "token_secret_def"
-};
+#define NUM_ADDONS PAIDB_NUM_ADDONS
+#define ADDON_PRIORITY_CLASS PAIDB_ADDON_PRIORITY_CLASS
 
 /* Where a framework's synchronisation stands. */
 typedef enum SyncStep
 {
 	STEP_PATCH,					/* merge-patch the request onto the framework */
 	STEP_CREATE_ADDON,			/* create add-on `addon` (404 on patch) */
+	STEP_GET_ADDON,				/* its create said 409: is the existing one ours? */
 	STEP_CREATE,				/* create the framework */
-	STEP_PATCH_EXISTING,		/* create said 409: patch it instead */
+	STEP_GET_EXISTING,			/* create said 409: is the existing framework ours? */
+	STEP_PATCH_EXISTING,		/* it is: patch it instead */
+	STEP_CHECK_ADDON,			/* before an owner reference or a delete: is add-on `addon` ours? */
 	STEP_OWNER_REF,				/* give secret add-on `addon` an owner reference */
 	STEP_DELETE,				/* delete a completed framework */
 	STEP_DELETE_ADDON,			/* then its add-ons, in case an owner reference is missing */
@@ -64,7 +64,7 @@ typedef enum SyncStep
 /* One framework (or orphan) being synchronised; lives in its own context. */
 typedef struct SyncJob
 {
-	char		name[NAMEDATALEN];	/* hash key */
+	char		name[PAIDB_FRAMEWORK_NAME_SIZE];	/* hash key */
 	MemoryContext cxt;
 	SyncStep	step;
 	bool		is_orphan;
@@ -75,11 +75,21 @@ typedef struct SyncJob
 	char	   *addon_json[NUM_ADDONS];
 	char	   *addon_name[NUM_ADDONS];
 	char	   *addon_ns[NUM_ADDONS];
+	char	   *addon_uid[NUM_ADDONS];	/* uid of an add-on known to be ours */
+	char	   *bad_addon;		/* why a stored add-on cannot be created, or NULL */
 	int			addon;			/* current add-on index */
+	bool		deleting;		/* STEP_CHECK_ADDON leads to a delete, not an owner reference */
+	char	   *conflict;		/* the API server's words on a 409 being checked */
+	char	   *refusal;		/* why a foreign framework ends the job */
 	char	   *uid;			/* framework uid (owner references) or orphan uid */
 	int			delete_outcome; /* OutcomeKind once the framework delete is done */
+	int			step_failures;	/* failures of the current owner-reference step */
+	TimestampTz resend_at;		/* send the current step again then (0: not waiting) */
 	K8sRequest *req;
 } SyncJob;
+
+/* How often an owner reference is tried within one job before it is left to the delete */
+#define OWNER_REF_TRIES 6
 
 /* What to write to the database once a job ends. */
 typedef enum OutcomeKind
@@ -87,6 +97,7 @@ typedef enum OutcomeKind
 	OUTCOME_SUCCESS,			/* reset the failure count if it was raised */
 	OUTCOME_RETRY,				/* back off and send again later */
 	OUTCOME_PERMANENT,			/* refused for good */
+	OUTCOME_PERMANENT_FOREIGN,	/* refused: its name is another's framework, never delete it */
 	OUTCOME_GONE,				/* completed framework already gone: mock DELETED */
 	OUTCOME_ORPHAN_DONE,		/* orphan deleted (or gone) */
 	OUTCOME_ORPHAN_RETRY		/* orphan deletion failed */
@@ -95,7 +106,7 @@ typedef enum OutcomeKind
 typedef struct Outcome
 {
 	OutcomeKind kind;
-	char		name[NAMEDATALEN];
+	char		name[PAIDB_FRAMEWORK_NAME_SIZE];
 	int64		generation;
 	int			failures;
 	long		delay_ms;
@@ -135,13 +146,14 @@ prepare_plans(void)
 						   " ORDER BY next_sync_at NULLS FIRST, name LIMIT $2 FOR UPDATE SKIP LOCKED) "
 						   "UPDATE paidb.framework f SET sent_generation = f.request_generation, "
 						   "  sent_at = pg_catalog.now(), "
-						   "  next_sync_at = pg_catalog.now() + $3 * interval '1 millisecond' "
+						   "  next_sync_at = pg_catalog.now() OPERATOR(pg_catalog.+) "
+						   "    ($3 OPERATOR(pg_catalog.*) interval '1 millisecond') "
 						   "FROM due WHERE f.name = due.name "
 						   "RETURNING f.name, f.request_generation, f.sub_state, f.retries, "
 						   "  f.sync_failures, f.snapshot OPERATOR(pg_catalog.-) 'status', "
 						   "  f.resource_version IS NULL");
 	for (i = 0; i < NUM_ADDONS; i++)
-		appendStringInfo(&sql, ", f.%s", addon_columns[i]);
+		appendStringInfo(&sql, ", f.%s", paidb_addon_slots[i].column);
 	plan_claim = paidb_prepare_kept(sql.data, 3, types);
 
 	plan_next_due = paidb_prepare_kept("SELECT pg_catalog.min(next_sync_at) FROM paidb.framework "
@@ -151,6 +163,7 @@ prepare_plans(void)
 	plan_claim_orphans = paidb_prepare_kept("SELECT o.name, o.uid, o.failures FROM paidb.orphan o "
 									 "WHERE (o.next_attempt_at IS NULL OR o.next_attempt_at <= pg_catalog.now()) "
 									 "  AND NOT (o.name = ANY ($1)) "
+									 "  AND o.name OPERATOR(pg_catalog.~) '" PAIDB_FRAMEWORK_NAME_RULE "' "
 									 "  AND NOT EXISTS (SELECT 1 FROM paidb.framework f WHERE f.name = o.name) "
 									 "ORDER BY o.queued_at LIMIT $2",
 									 2, types);
@@ -185,14 +198,29 @@ spi_text(HeapTuple tup, TupleDesc desc, int col, MemoryContext cxt)
 	return MemoryContextStrdup(cxt, TextDatumGetCString(d));
 }
 
-/* A new job entry for a name, with its own memory context. */
+/*
+ * A new job entry for a name, with its own memory context; NULL (with a
+ * WARNING) for a name that is not a framework name or already in flight:
+ * such a name would be truncated as the hash key and could overwrite the
+ * entry of a request in flight.
+ */
 static SyncJob *
 new_job(const char *name)
 {
 	bool		found;
-	SyncJob    *job = hash_search(jobs, name, HASH_ENTER, &found);
+	SyncJob    *job;
 
-	Assert(!found);
+	if (!paidb_valid_framework_name(name))
+	{
+		ereport(WARNING,
+				(errmsg("paidb sync skips framework \"%.*s\": not a framework name",
+						PAIDB_FRAMEWORK_NAME_SIZE, name)));
+		paidb_worker_report(PAIDB_WORKER_SYNC, NULL, NULL, 0, 0, 1, "skipped a framework with an invalid name");
+		return NULL;
+	}
+	job = hash_search(jobs, name, HASH_ENTER, &found);
+	if (found)
+		return NULL;
 	job->cxt = AllocSetContextCreate(paidb_worker_context, "paidb sync job",
 									 ALLOCSET_SMALL_SIZES);
 	job->req = NULL;
@@ -203,6 +231,13 @@ new_job(const char *name)
 	memset(job->addon_json, 0, sizeof(job->addon_json));
 	memset(job->addon_name, 0, sizeof(job->addon_name));
 	memset(job->addon_ns, 0, sizeof(job->addon_ns));
+	memset(job->addon_uid, 0, sizeof(job->addon_uid));
+	job->bad_addon = NULL;
+	job->deleting = false;
+	job->conflict = NULL;
+	job->refusal = NULL;
+	job->step_failures = 0;
+	job->resend_at = 0;
 	return job;
 }
 
@@ -236,6 +271,34 @@ finish_job(SyncJob *job, OutcomeKind kind, long delay_ms, const char *message)
 	end_job(job);
 }
 
+/* The path of add-on i of a job (its collection when name is false). */
+static char *
+addon_path(SyncJob *job, int i, bool name)
+{
+	if (i == ADDON_PRIORITY_CLASS)
+		return k8s_path_priorityclasses(name ? job->addon_name[i] : NULL);
+	return k8s_path_secrets(client, job->addon_ns[i], name ? job->addon_name[i] : NULL);
+}
+
+/* A DeleteOptions body: propagation policy, and a uid precondition if given. */
+static char *
+delete_body(const char *policy, const char *uid)
+{
+	StringInfoData b;
+
+	initStringInfo(&b);
+	appendStringInfoString(&b, "{\"kind\": \"DeleteOptions\", \"apiVersion\": \"v1\", \"propagationPolicy\": ");
+	escape_json(&b, policy);
+	if (uid)
+	{
+		appendStringInfoString(&b, ", \"preconditions\": {\"uid\": ");
+		escape_json(&b, uid);
+		appendStringInfoChar(&b, '}');
+	}
+	appendStringInfoChar(&b, '}');
+	return b.data;
+}
+
 /* Send the request of the job's current step. */
 static void
 send_step(SyncJob *job)
@@ -257,29 +320,35 @@ send_step(SyncJob *job)
 			job->req = k8s_new_merge_patch(client, path, job->request_json);
 			break;
 		case STEP_CREATE_ADDON:
-			if (job->addon == ADDON_PRIORITY_CLASS)
-				path = k8s_path_priorityclasses(NULL);
-			else
-				path = k8s_path_secrets(client, job->addon_ns[job->addon], NULL);
-			job->req = k8s_new_create(client, path, job->addon_json[job->addon]);
+			job->req = k8s_new_create(client, addon_path(job, job->addon, false),
+									  job->addon_json[job->addon]);
+			break;
+		case STEP_GET_ADDON:
+		case STEP_CHECK_ADDON:
+			job->req = k8s_new_get(client, addon_path(job, job->addon, true));
 			break;
 		case STEP_CREATE:
 			path = k8s_path_frameworks(client, NULL, NULL);
 			job->req = k8s_new_create(client, path, job->request_json);
 			break;
+		case STEP_GET_EXISTING:
+			job->req = k8s_new_get(client, k8s_path_frameworks(client, NULL, job->name));
+			break;
 		case STEP_OWNER_REF:
 			{
 				StringInfoData b;
 
+				/* the add-on's uid makes the patch fail on another object of that name */
 				initStringInfo(&b);
-				appendStringInfoString(&b, "{\"metadata\": {\"ownerReferences\": [{\"apiVersion\": "
+				appendStringInfoString(&b, "{\"metadata\": {\"uid\": ");
+				escape_json(&b, job->addon_uid[job->addon]);
+				appendStringInfoString(&b, ", \"ownerReferences\": [{\"apiVersion\": "
 									   "\"frameworkcontroller.microsoft.com/v1\", \"kind\": \"Framework\", \"name\": ");
 				escape_json(&b, job->name);
 				appendStringInfoString(&b, ", \"uid\": ");
 				escape_json(&b, job->uid);
 				appendStringInfoString(&b, ", \"controller\": true, \"blockOwnerDeletion\": true}]}}");
-				path = k8s_path_secrets(client, job->addon_ns[job->addon], job->addon_name[job->addon]);
-				job->req = k8s_new_merge_patch(client, path, b.data);
+				job->req = k8s_new_merge_patch(client, addon_path(job, job->addon, true), b.data);
 				break;
 			}
 		case STEP_DELETE:
@@ -287,33 +356,18 @@ send_step(SyncJob *job)
 			job->req = k8s_new_delete(client, path, "Foreground");
 			break;
 		case STEP_DELETE_ADDON:
-			if (job->addon == ADDON_PRIORITY_CLASS)
-				path = k8s_path_priorityclasses(job->addon_name[job->addon]);
-			else
-				path = k8s_path_secrets(client, job->addon_ns[job->addon], job->addon_name[job->addon]);
-			job->req = k8s_new_delete(client, path, "Background");
+			/* the uid precondition spares an object recreated under that name */
+			body = delete_body("Background", job->addon_uid[job->addon]);
+			job->req = k8s_request_new(client, K8S_DELETE, addon_path(job, job->addon, true),
+									   "application/json", body, strlen(body));
 			break;
 		case STEP_DELETE_ORPHAN:
-			{
-				StringInfoData b;
-
-				/* the uid precondition spares a framework recreated under the same name */
-				initStringInfo(&b);
-				appendStringInfoString(&b, "{\"kind\": \"DeleteOptions\", \"apiVersion\": \"v1\", "
-									   "\"propagationPolicy\": \"Foreground\"");
-				if (job->uid)
-				{
-					appendStringInfoString(&b, ", \"preconditions\": {\"uid\": ");
-					escape_json(&b, job->uid);
-					appendStringInfoChar(&b, '}');
-				}
-				appendStringInfoChar(&b, '}');
-				body = b.data;
-				path = k8s_path_frameworks(client, NULL, job->name);
-				job->req = k8s_request_new(client, K8S_DELETE, path, "application/json",
-										   body, strlen(body));
-				break;
-			}
+			/* the uid precondition spares a framework recreated under the same name */
+			body = delete_body("Foreground", job->uid);
+			path = k8s_path_frameworks(client, NULL, job->name);
+			job->req = k8s_request_new(client, K8S_DELETE, path, "application/json",
+									   body, strlen(body));
+			break;
 	}
 	k8s_request_set_user_data(job->req, job);
 	k8s_request_submit(job->req);
@@ -333,45 +387,94 @@ next_addon(SyncJob *job, int from, bool secrets_only)
 	return -1;
 }
 
-/* The next add-on at or after `from` that has a name to delete it by, or -1. */
-static int
-next_named_addon(SyncJob *job, int from)
-{
-	int			i;
-
-	for (i = from; i < NUM_ADDONS; i++)
-		if (job->addon_json[i] && job->addon_name[i])
-			return i;
-	return -1;
-}
-
-/* Whether the API server refused for good (SPEC §6). */
+/* Whether the API server refused for good (SPEC §6; 400: the body cannot be decoded). */
 static bool
 is_permanent(const K8sResult *res)
 {
 	if (res->kind != K8S_RESULT_HTTP_ERROR)
 		return false;
-	if (res->http_status == 413 || res->http_status == 422)
+	if (res->http_status == 400 || res->http_status == 413 || res->http_status == 422)
 		return true;
 	return res->http_status == 500 && res->message != NULL &&
 		strstr(res->message, "ResourceExhausted") != NULL;
 }
 
-/* The uid in a response body holding an object, or NULL. */
-static char *
-response_uid(const K8sResult *res, MemoryContext cxt)
+/* The object in a response body (ERROR if it is not JSON), or NULL if empty. */
+static Jsonb *
+response_object(const K8sResult *res)
 {
 	Jsonb	   *obj;
-	char	   *uid;
-	MemoryContext old;
 
 	if (res->body == NULL || res->body_len == 0)
 		return NULL;
-	old = MemoryContextSwitchTo(loop_cxt);
 	obj = jb_from_text(res->body, res->body_len);
-	uid = jb_get_cstring(&obj->root, 2, (const char *[]) {"metadata", "uid"});
-	MemoryContextSwitchTo(old);
+	return JB_ROOT_IS_OBJECT(obj) ? obj : NULL;
+}
+
+/* The uid in a response body holding an object (copied into cxt), or NULL. */
+static char *
+response_uid(const K8sResult *res, MemoryContext cxt)
+{
+	Jsonb	   *obj = response_object(res);
+	char	   *uid = obj ? jb_get_cstring(&obj->root, 2, (const char *[]) {"metadata", "uid"}) : NULL;
+
 	return uid ? MemoryContextStrdup(cxt, uid) : NULL;
+}
+
+/*
+ * Whether the object in a GET response is the job's (SPEC §8): it carries
+ * the label paidb.io/framework: <job name>, or (with owner_ref) an owner
+ * reference to the job's framework.  Its uid is copied into *uid.
+ */
+static bool
+response_is_ours(SyncJob *job, const K8sResult *res, bool owner_ref, char **uid)
+{
+	Jsonb	   *obj = response_object(res);
+	char	   *label;
+	JsonbContainer *refs;
+	bool		ours = false;
+
+	*uid = NULL;
+	if (obj == NULL)
+		return false;
+	label = jb_get_cstring(&obj->root, 3, (const char *[]) {"metadata", "labels", PAIDB_FRAMEWORK_LABEL});
+	if (label != NULL && strcmp(label, job->name) == 0)
+		ours = true;
+	else if (owner_ref)
+	{
+		JsonbValue	v;
+
+		refs = (jb_get_path(&obj->root, &v, 2, (const char *[]) {"metadata", "ownerReferences"}) &&
+				v.type == jbvBinary && JsonContainerIsArray(v.val.binary.data)) ? v.val.binary.data : NULL;
+		if (refs != NULL)
+		{
+			JsonbIterator *it = JsonbIteratorInit(refs);
+			JsonbIteratorToken tok;
+
+			while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+			{
+				char	   *kind;
+				char	   *name;
+				char	   *ref_uid;
+
+				if (tok != WJB_ELEM || v.type != jbvBinary || !JsonContainerIsObject(v.val.binary.data))
+					continue;
+				kind = jb_get_cstring(v.val.binary.data, 1, (const char *[]) {"kind"});
+				name = jb_get_cstring(v.val.binary.data, 1, (const char *[]) {"name"});
+				ref_uid = jb_get_cstring(v.val.binary.data, 1, (const char *[]) {"uid"});
+				if (kind && strcmp(kind, "Framework") == 0 && name && strcmp(name, job->name) == 0 &&
+					(job->uid == NULL || (ref_uid && strcmp(ref_uid, job->uid) == 0)))
+					ours = true;
+			}
+		}
+	}
+	if (ours)
+	{
+		char	   *u = jb_get_cstring(&obj->root, 2, (const char *[]) {"metadata", "uid"});
+
+		*uid = u ? MemoryContextStrdup(job->cxt, u) : NULL;
+	}
+	return ours;
 }
 
 /* A short description of a failed request for status() and logs. */
@@ -393,15 +496,21 @@ describe_failure(SyncJob *job, const K8sResult *res)
 	return s.data;
 }
 
+/* Retry a job later, with backoff of at least min_ms, for the reason `what`. */
+static void
+retry_later(SyncJob *job, long min_ms, const char *what)
+{
+	long		delay = paidb_backoff_ms(job->failures + 1, min_ms);
+
+	paidb_worker_report(PAIDB_WORKER_SYNC, NULL, NULL, 0, 0, 1, what);
+	finish_job(job, job->is_orphan ? OUTCOME_ORPHAN_RETRY : OUTCOME_RETRY, delay, what);
+}
+
 /* A request failed in a way worth retrying: back off (honouring Retry-After). */
 static void
 fail_retry(SyncJob *job, const K8sResult *res)
 {
-	long		delay = paidb_backoff_ms(job->failures + 1, res->retry_after_ms > 0 ? res->retry_after_ms : 0);
-	char	   *what = describe_failure(job, res);
-
 	k8s_log_failure(job->failures == 0 ? LOG : DEBUG1, job->req, job->name);
-	paidb_worker_report(PAIDB_WORKER_SYNC, NULL, NULL, 0, 0, 1, what);
 	/* the server itself is struggling: hold off every new request a while */
 	if (res->kind == K8S_RESULT_TRANSPORT || res->kind == K8S_RESULT_TIMEOUT ||
 		res->http_status == 429 || res->http_status == 503)
@@ -413,7 +522,113 @@ fail_retry(SyncJob *job, const K8sResult *res)
 		if (until > paused_until)
 			paused_until = until;
 	}
-	finish_job(job, job->is_orphan ? OUTCOME_ORPHAN_RETRY : OUTCOME_RETRY, delay, what);
+	retry_later(job, res->retry_after_ms > 0 ? res->retry_after_ms : 0, describe_failure(job, res));
+}
+
+/*
+ * The job cannot go on for a reason that retrying does not change: a job
+ * that never started gets the permanent-failure status (SPEC §6), any other
+ * is retried with backoff.
+ */
+static void
+refuse(SyncJob *job, const char *message)
+{
+	ereport(WARNING,
+			(errmsg("paidb sync cannot create framework \"%s\": %s", job->name, message)));
+	if (!job->never_started)
+		return retry_later(job, 0, message);
+	paidb_worker_report(PAIDB_WORKER_SYNC, NULL, NULL, 0, 0, 1, message);
+	finish_job(job, OUTCOME_PERMANENT, 0, message);
+}
+
+static void next_addon_delete(SyncJob *job, int from);
+
+/*
+ * The job's framework name belongs to a framework paidb did not create: a
+ * job that never started fails for good and paidb never deletes that
+ * framework; the add-ons this attempt created are deleted first.  Any other
+ * job is retried with backoff.
+ */
+static void
+refuse_foreign(SyncJob *job, const char *message)
+{
+	int			i;
+
+	if (!job->never_started)
+		return refuse(job, message);
+	ereport(WARNING,
+			(errmsg("paidb sync cannot create framework \"%s\": %s", job->name, message)));
+	paidb_worker_report(PAIDB_WORKER_SYNC, NULL, NULL, 0, 0, 1, message);
+	job->refusal = MemoryContextStrdup(job->cxt, message);
+	job->delete_outcome = OUTCOME_PERMANENT_FOREIGN;
+	for (i = 0; i < NUM_ADDONS; i++)
+		if (job->addon_uid[i] == NULL)
+			job->addon_json[i] = NULL;	/* not created by this attempt: not ours to delete */
+	next_addon_delete(job, 0);
+}
+
+/* After the framework exists (uid known): owner references for its secret add-ons, from `from`. */
+static void
+next_owner_ref(SyncJob *job, int from)
+{
+	job->addon = job->uid ? next_addon(job, from, true) : -1;
+	if (job->addon < 0)
+		return finish_job(job, OUTCOME_SUCCESS, 0, NULL);
+	/* one created or adopted by this attempt is ours; any other is checked first */
+	job->step = job->addon_uid[job->addon] ? STEP_OWNER_REF : STEP_CHECK_ADDON;
+	job->deleting = false;
+	send_step(job);
+}
+
+/* After the framework delete: delete its add-ons that are ours, from `from`. */
+static void
+next_addon_delete(SyncJob *job, int from)
+{
+	int			i;
+
+	for (i = from; i < NUM_ADDONS; i++)
+		if (job->addon_json[i] && job->addon_name[i])
+			break;
+	if (i >= NUM_ADDONS)
+		return finish_job(job, job->delete_outcome, 0, job->refusal);
+	job->addon = i;
+	/* one this attempt created or adopted is ours (its uid the precondition) */
+	job->step = job->addon_uid[i] ? STEP_DELETE_ADDON : STEP_CHECK_ADDON;
+	job->deleting = true;
+	send_step(job);
+}
+
+/*
+ * An owner-reference step failed (the framework exists): send it again
+ * after a backoff, within this job, a few times; then leave the add-on to
+ * the delete at completion (which finds it by its label) and go on.
+ */
+static void
+owner_ref_failed(SyncJob *job, const K8sResult *res)
+{
+	char	   *what = describe_failure(job, res);
+
+	paidb_worker_report(PAIDB_WORKER_SYNC, NULL, NULL, 0, 0, 1, what);
+	if (k8s_result_is_retryable(res) && ++job->step_failures < OWNER_REF_TRIES)
+	{
+		k8s_log_failure(job->step_failures == 1 ? LOG : DEBUG1, job->req, job->name);
+		job->resend_at = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+													 paidb_backoff_ms(job->step_failures,
+																	  Max(res->retry_after_ms, 0)));
+		return;
+	}
+	k8s_log_failure(WARNING, job->req, job->name);
+	job->step_failures = 0;
+	next_owner_ref(job, job->addon + 1);
+}
+
+/* Create the add-ons from `from` on, then the framework. */
+static void
+next_create(SyncJob *job, int from)
+{
+	job->addon = next_addon(job, from, false);
+	job->step = job->addon >= 0 ? STEP_CREATE_ADDON : STEP_CREATE;
+	send_step(job);
 }
 
 /* Advance one job after its request finished. */
@@ -423,27 +638,52 @@ advance(SyncJob *job)
 	const K8sResult *res = k8s_request_result(job->req);
 	bool		ok = (res->kind == K8S_RESULT_OK);
 	long		http = res->http_status;
+	char	   *uid;
 
 	switch (job->step)
 	{
 		case STEP_PATCH:
 			if (ok)
+			{
+				/* an earlier attempt may have failed before its owner references */
+				if (job->failures > 0 && next_addon(job, 0, true) >= 0)
+				{
+					job->uid = response_uid(res, job->cxt);
+					return next_owner_ref(job, 0);
+				}
 				return finish_job(job, OUTCOME_SUCCESS, 0, NULL);
+			}
 			if (http == 404)
 			{
 				/* never created (or deleted behind our back): add-ons first */
-				job->addon = next_addon(job, 0, false);
-				job->step = job->addon >= 0 ? STEP_CREATE_ADDON : STEP_CREATE;
-				return send_step(job);
+				if (job->bad_addon)
+					return refuse(job, job->bad_addon);
+				return next_create(job, 0);
 			}
 			break;
 		case STEP_CREATE_ADDON:
-			if (ok || http == 409)
+			if (ok)
 			{
-				/* 409: it exists already, which is fine */
-				job->addon = next_addon(job, job->addon + 1, false);
-				job->step = job->addon >= 0 ? STEP_CREATE_ADDON : STEP_CREATE;
+				job->addon_uid[job->addon] = response_uid(res, job->cxt);
+				return next_create(job, job->addon + 1);
+			}
+			if (http == 409)
+			{
+				/* it exists already: ours only if it carries our label */
+				job->conflict = MemoryContextStrdup(job->cxt, describe_failure(job, res));
+				job->step = STEP_GET_ADDON;
 				return send_step(job);
+			}
+			break;
+		case STEP_GET_ADDON:
+			if (ok)
+			{
+				if (!response_is_ours(job, res, false, &uid))
+					return refuse(job, psprintf("%s; it was not created by paidb for this job "
+												"(no label %s: %s), so paidb neither uses nor changes it",
+												job->conflict, PAIDB_FRAMEWORK_LABEL, job->name));
+				job->addon_uid[job->addon] = uid;
+				return next_create(job, job->addon + 1);
 			}
 			break;
 		case STEP_CREATE:
@@ -451,28 +691,54 @@ advance(SyncJob *job)
 			if (ok)
 			{
 				job->uid = response_uid(res, job->cxt);
-				job->addon = job->uid ? next_addon(job, 0, true) : -1;
-				if (job->addon < 0)
-					return finish_job(job, OUTCOME_SUCCESS, 0, NULL);
-				job->step = STEP_OWNER_REF;
-				return send_step(job);
+				return next_owner_ref(job, 0);
 			}
 			if (job->step == STEP_CREATE && http == 409)
 			{
+				job->conflict = MemoryContextStrdup(job->cxt, describe_failure(job, res));
+				job->step = STEP_GET_EXISTING;
+				return send_step(job);
+			}
+			break;
+		case STEP_GET_EXISTING:
+			if (ok)
+			{
+				/* ours (a create whose answer was lost): adopt it */
+				if (!response_is_ours(job, res, false, &uid))
+					return refuse_foreign(job, psprintf("%s; that framework was not created by paidb "
+														"(no label %s: %s)", job->conflict,
+														PAIDB_FRAMEWORK_LABEL, job->name));
 				job->step = STEP_PATCH_EXISTING;
 				return send_step(job);
 			}
 			break;
-		case STEP_OWNER_REF:
-			if (!ok)
+		case STEP_CHECK_ADDON:
+			if (ok)
 			{
-				/* the framework exists; a missing owner reference only leaks a secret */
-				k8s_log_failure(WARNING, job->req, job->name);
+				if (response_is_ours(job, res, true, &uid) && uid != NULL)
+				{
+					job->addon_uid[job->addon] = uid;
+					job->step = job->deleting ? STEP_DELETE_ADDON : STEP_OWNER_REF;
+					return send_step(job);
+				}
+				ereport(WARNING,
+						(errmsg("paidb sync leaves %s \"%s\" alone: it is not paidb's for framework \"%s\"",
+								paidb_addon_slots[job->addon].kind, job->addon_name[job->addon], job->name),
+						 errdetail("It has neither the label %s: %s nor an owner reference to the framework.",
+								   PAIDB_FRAMEWORK_LABEL, job->name)));
 			}
-			job->addon = next_addon(job, job->addon + 1, true);
-			if (job->addon < 0)
-				return finish_job(job, OUTCOME_SUCCESS, 0, NULL);
-			return send_step(job);
+			else if (http != 404 && !job->deleting)
+				return owner_ref_failed(job, res);
+			else if (http != 404)
+				k8s_log_failure(WARNING, job->req, job->name);
+			if (job->deleting)
+				return next_addon_delete(job, job->addon + 1);
+			return next_owner_ref(job, job->addon + 1);
+		case STEP_OWNER_REF:
+			if (!ok && http != 404)
+				return owner_ref_failed(job, res);
+			job->step_failures = 0;
+			return next_owner_ref(job, job->addon + 1);
 		case STEP_DELETE:
 			if (ok || http == 404)
 			{
@@ -483,20 +749,14 @@ advance(SyncJob *job)
 				 * namespaced object at all.
 				 */
 				job->delete_outcome = ok ? OUTCOME_SUCCESS : OUTCOME_GONE;
-				job->addon = next_named_addon(job, 0);
-				if (job->addon < 0)
-					return finish_job(job, job->delete_outcome, 0, NULL);
-				job->step = STEP_DELETE_ADDON;
-				return send_step(job);
+				return next_addon_delete(job, 0);
 			}
 			break;
 		case STEP_DELETE_ADDON:
-			if (!ok && http != 404)
+			/* 409: the uid precondition failed, it is another object now */
+			if (!ok && http != 404 && http != 409)
 				k8s_log_failure(WARNING, job->req, job->name);
-			job->addon = next_named_addon(job, job->addon + 1);
-			if (job->addon < 0)
-				return finish_job(job, job->delete_outcome, 0, NULL);
-			return send_step(job);
+			return next_addon_delete(job, job->addon + 1);
 		case STEP_DELETE_ORPHAN:
 			/* gone, or recreated with another uid (409): nothing left to do */
 			if (ok || http == 404 || http == 409)
@@ -525,10 +785,99 @@ advance(SyncJob *job)
 	fail_retry(job, res);
 }
 
-/* Copy the add-on definitions of a claimed row into the job. */
+/* Error context while a job's response is handled. */
+static void
+job_error_callback(void *arg)
+{
+	SyncJob    *job = (SyncJob *) arg;
+
+	if (job->req)
+		errcontext("handling the answer to %s %s for framework \"%s\"",
+				   k8s_request_method_name(job->req), k8s_request_path(job->req), job->name);
+	else
+		errcontext("synchronising framework \"%s\"", job->name);
+}
+
+/*
+ * Run fn(job) with an error boundary (SPEC §8): an ERROR while handling one
+ * job (a non-JSON answer, a name no URL may hold...) is logged, counted in
+ * status(), and that job alone is retried with backoff; the worker and the
+ * other requests in flight go on.
+ */
+static void
+run_job_step(SyncJob *job, void (*fn) (SyncJob *))
+{
+	char		name[PAIDB_FRAMEWORK_NAME_SIZE];
+	MemoryContext oldcxt = CurrentMemoryContext;
+	ErrorContextCallback errcb;
+
+	strlcpy(name, job->name, sizeof(name));
+	errcb.callback = job_error_callback;
+	errcb.arg = job;
+	errcb.previous = error_context_stack;
+	PG_TRY();
+	{
+		error_context_stack = &errcb;
+		fn(job);
+		error_context_stack = errcb.previous;
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+		bool		found;
+
+		error_context_stack = errcb.previous;
+		MemoryContextSwitchTo(loop_cxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		MemoryContextSwitchTo(oldcxt);
+
+		ereport(WARNING,
+				(errcode(edata->sqlerrcode),
+				 errmsg("paidb sync failed on framework \"%s\": %s", name, edata->message),
+				 edata->detail ? errdetail_internal("%s", edata->detail) : 0,
+				 edata->context ? errcontext_msg("%s", edata->context) : 0,
+				 errhint("The job is retried with backoff; the others go on.")));
+		/* the job may have ended before the error: retry it only if it is still there */
+		job = hash_search(jobs, name, HASH_FIND, &found);
+		if (found)
+		{
+			char	   *what = psprintf("%s %s: %s", job->req ? k8s_request_method_name(job->req) : "sync",
+										name, edata->message);
+
+			retry_later(job, 0, what);
+		}
+		else
+			paidb_worker_report(PAIDB_WORKER_SYNC, NULL, NULL, 0, 0, 1, edata->message);
+		FreeErrorData(edata);
+	}
+	PG_END_TRY();
+}
+
+/* A JSON object with the ownership label paidb.io/framework: <name> merged in (SPEC §8). */
+static Jsonb *
+with_label(Jsonb *object, const char *name)
+{
+	StringInfoData b;
+
+	initStringInfo(&b);
+	appendStringInfoString(&b, "{\"metadata\": {\"labels\": {");
+	escape_json(&b, PAIDB_FRAMEWORK_LABEL);
+	appendStringInfoString(&b, ": ");
+	escape_json(&b, name);
+	appendStringInfoString(&b, "}}}");
+	return paidb_merge_patch(object, jb_from_text(b.data, b.len));
+}
+
+/*
+ * Copy the add-on definitions of a claimed row into the job, labelled.  A
+ * definition stored before they were checked (an older paidb) is checked
+ * again here: a bad one is never sent, and the job cannot be created.
+ */
 static void
 take_addons(SyncJob *job, HeapTuple tup, TupleDesc desc, int firstcol)
 {
+	const char *ns = k8s_client_namespace(client);
 	int			i;
 
 	for (i = 0; i < NUM_ADDONS; i++)
@@ -537,18 +886,26 @@ take_addons(SyncJob *job, HeapTuple tup, TupleDesc desc, int firstcol)
 		Datum		d = SPI_getbinval(tup, desc, firstcol + i, &isnull);
 		Jsonb	   *def;
 		char	   *name;
-		char	   *ns;
+		char	   *problem;
 
 		if (isnull)
 			continue;
 		def = DatumGetJsonbP(d);
-		if (!JB_ROOT_IS_OBJECT(def))
+		problem = paidb_addon_problem(&paidb_addon_slots[i], &def->root, ns);
+		if (problem != NULL)
+		{
+			if (job->bad_addon == NULL)
+				job->bad_addon = MemoryContextStrdup(job->cxt,
+													 psprintf("invalid add-on %s: %s",
+															  paidb_addon_slots[i].key, problem));
 			continue;
+		}
+		def = with_label(def, job->name);
 		job->addon_json[i] = MemoryContextStrdup(job->cxt, jb_to_text(&def->root, VARSIZE(def)));
 		name = jb_get_cstring(&def->root, 2, (const char *[]) {"metadata", "name"});
-		ns = jb_get_cstring(&def->root, 2, (const char *[]) {"metadata", "namespace"});
 		job->addon_name[i] = name ? MemoryContextStrdup(job->cxt, name) : NULL;
-		job->addon_ns[i] = ns ? MemoryContextStrdup(job->cxt, ns) : NULL;
+		/* a namespace, if any, is paidb's (checked above); NULL means the same */
+		job->addon_ns[i] = NULL;
 	}
 }
 
@@ -586,13 +943,16 @@ claim_work(void)
 		char	   *name = SPI_getvalue(tup, desc, 1);
 		bool		isnull;
 		SyncJob    *job = new_job(name);
-		char	   *sub_state = spi_text(tup, desc, 3, job->cxt);
+		char	   *sub_state;
 		Datum		d;
 		Jsonb	   *object;
 		Jsonb	   *request;
 		MemoryContext old;
 		bool		never_seen;
 
+		if (job == NULL)
+			continue;
+		sub_state = spi_text(tup, desc, 3, job->cxt);
 		job->generation = DatumGetInt64(SPI_getbinval(tup, desc, 2, &isnull));
 		d = SPI_getbinval(tup, desc, 4, &isnull);
 		job->never_started = sub_state && strcmp(sub_state, "AttemptCreationPending") == 0 &&
@@ -607,16 +967,17 @@ claim_work(void)
 			d = SPI_getbinval(tup, desc, 6, &isnull);
 			object = DatumGetJsonbP(d);
 			old = MemoryContextSwitchTo(job->cxt);
-			request = paidb_request_part(&object->root, job->generation);
+			request = with_label(paidb_request_part(&object->root, job->generation), job->name);
 			job->request_json = jb_to_text(&request->root, VARSIZE(request));
 			MemoryContextSwitchTo(old);
 			/*
 			 * A job the API server has never shown us needs one request:
 			 * create it (add-ons first), rather than patch, 404, create.
 			 */
-			if (never_seen && job->failures == 0 && next_addon(job, 0, false) < 0)
+			if (never_seen && job->failures == 0 && job->bad_addon == NULL &&
+				next_addon(job, 0, false) < 0)
 				job->step = STEP_CREATE;
-			else if (never_seen && job->failures == 0)
+			else if (never_seen && job->failures == 0 && job->bad_addon == NULL)
 			{
 				job->step = STEP_CREATE_ADDON;
 				job->addon = next_addon(job, 0, false);
@@ -646,6 +1007,8 @@ claim_work(void)
 			SyncJob    *job = new_job(SPI_getvalue(tup, desc, 1));
 			MemoryContext old;
 
+			if (job == NULL)
+				continue;
 			job->is_orphan = true;
 			job->uid = spi_text(tup, desc, 2, job->cxt);
 			job->failures = DatumGetInt32(SPI_getbinval(tup, desc, 3, &isnull));
@@ -655,7 +1018,7 @@ claim_work(void)
 			MemoryContextSwitchTo(old);
 			claimed++;
 		}
-		slots -= SPI_processed;
+		slots -= (int) SPI_processed;
 	}
 
 	more_work = (slots <= 0);
@@ -677,7 +1040,7 @@ claim_work(void)
 
 	/* HTTP only after the commit */
 	foreach(lc, started)
-		send_step((SyncJob *) lfirst(lc));
+		run_job_step((SyncJob *) lfirst(lc), send_step);
 	list_free(started);
 	return next_due;
 }
@@ -689,6 +1052,75 @@ outcome_name_cmp(const ListCell *a, const ListCell *b)
 	return strcmp(((Outcome *) lfirst(a))->name, ((Outcome *) lfirst(b))->name);
 }
 
+/* Write one outcome to the database (run in a subtransaction). */
+static void
+record_outcome(void *arg)
+{
+	Outcome    *o = (Outcome *) arg;
+	Oid			types[4] = {TEXTOID, INT8OID, INT4OID, TEXTOID};
+	Datum		args[4];
+
+	args[0] = CStringGetTextDatum(o->name);
+	args[1] = Int64GetDatum(o->generation);
+	args[2] = Int32GetDatum((int32) o->delay_ms);
+	args[3] = CStringGetTextDatum(o->message ? o->message : "");
+
+	switch (o->kind)
+	{
+		case OUTCOME_SUCCESS:
+			SPI_execute_with_args("UPDATE paidb.framework SET sync_failures = 0 "
+								  "WHERE name = $1 AND request_generation = $2",
+								  2, types, args, NULL, false, 0);
+			break;
+		case OUTCOME_RETRY:
+			/* a changed request (new generation) is due now anyway */
+			SPI_execute_with_args("UPDATE paidb.framework SET sent_generation = NULL, "
+								  "sync_failures = sync_failures + 1, "
+								  "next_sync_at = pg_catalog.now() OPERATOR(pg_catalog.+) "
+								  "  ($3 OPERATOR(pg_catalog.*) interval '1 millisecond') "
+								  "WHERE name = $1 AND request_generation = $2",
+								  3, types, args, NULL, false, 0);
+			break;
+		case OUTCOME_PERMANENT:
+			paidb_fail_permanently_internal(o->name, o->generation, o->message);
+			break;
+		case OUTCOME_PERMANENT_FOREIGN:
+			/* failed, and never claimed for deletion: that framework is not ours */
+			if (!paidb_fail_permanently_internal(o->name, o->generation, o->message))
+				ereport(LOG,
+						(errmsg("paidb sync did not fail framework \"%s\": it changed or started meanwhile",
+								o->name)));
+			SPI_execute_with_args("UPDATE paidb.framework SET api_server_deleted = true "
+								  "WHERE name = $1 AND request_generation = $2 AND sub_state = 'Completed'",
+								  2, types, args, NULL, false, 0);
+			break;
+		case OUTCOME_GONE:
+			/* the poller's 404: mock a DELETED event of the stored snapshot */
+			if (SPI_execute_with_args("SELECT snapshot FROM paidb.framework WHERE name = $1",
+									  1, types, args, NULL, true, 1) == SPI_OK_SELECT &&
+				SPI_processed == 1)
+			{
+				bool		isnull;
+				Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+
+				if (!isnull)
+					paidb_apply_watch_event_internal("DELETED", DatumGetJsonbPCopy(d));
+			}
+			break;
+		case OUTCOME_ORPHAN_DONE:
+			SPI_execute_with_args("DELETE FROM paidb.orphan WHERE name = $1",
+								  1, types, args, NULL, false, 0);
+			break;
+		case OUTCOME_ORPHAN_RETRY:
+			SPI_execute_with_args("UPDATE paidb.orphan SET failures = failures + 1, "
+								  "next_attempt_at = pg_catalog.now() OPERATOR(pg_catalog.+) "
+								  "  ($3 OPERATOR(pg_catalog.*) interval '1 millisecond') "
+								  "WHERE name = $1",
+								  3, types, args, NULL, false, 0);
+			break;
+	}
+}
+
 /*
  * Write the outcomes of finished jobs, each in a subtransaction.  Returns
  * whether a retry was scheduled (the caller must then look again for the
@@ -698,8 +1130,7 @@ static bool
 record_outcomes(void)
 {
 	ListCell   *lc;
-	Oid			types[4] = {TEXTOID, INT8OID, INT4OID, TEXTOID};
-	volatile bool retry_scheduled = false;
+	bool		retry_scheduled = false;
 
 	if (outcomes == NIL)
 		return false;
@@ -709,9 +1140,7 @@ record_outcomes(void)
 	foreach(lc, outcomes)
 	{
 		Outcome    *o = lfirst(lc);
-		MemoryContext oldcxt = CurrentMemoryContext;
-		ResourceOwner oldowner = CurrentResourceOwner;
-		Datum		args[4];
+		ErrorData  *edata;
 
 		paidb_exit_if_postmaster_died();
 
@@ -719,95 +1148,66 @@ record_outcomes(void)
 			continue;
 		if (o->kind == OUTCOME_RETRY || o->kind == OUTCOME_ORPHAN_RETRY)
 			retry_scheduled = true;
-		args[0] = CStringGetTextDatum(o->name);
-		args[1] = Int64GetDatum(o->generation);
-		args[2] = Int32GetDatum((int32) o->delay_ms);
-		args[3] = CStringGetTextDatum(o->message ? o->message : "");
-
-		BeginInternalSubTransaction(NULL);
-		MemoryContextSwitchTo(oldcxt);
-		PG_TRY();
+		edata = paidb_run_in_subxact(record_outcome, o, loop_cxt);
+		if (edata != NULL)
 		{
-			switch (o->kind)
-			{
-				case OUTCOME_SUCCESS:
-					SPI_execute_with_args("UPDATE paidb.framework SET sync_failures = 0 "
-										  "WHERE name = $1 AND request_generation = $2",
-										  2, types, args, NULL, false, 0);
-					break;
-				case OUTCOME_RETRY:
-					/* a changed request (new generation) is due now anyway */
-					SPI_execute_with_args("UPDATE paidb.framework SET sent_generation = NULL, "
-										  "sync_failures = sync_failures + 1, "
-										  "next_sync_at = pg_catalog.now() + $3 * interval '1 millisecond' "
-										  "WHERE name = $1 AND request_generation = $2",
-										  3, types, args, NULL, false, 0);
-					break;
-				case OUTCOME_PERMANENT:
-					paidb_fail_permanently_internal(o->name, o->generation, o->message);
-					break;
-				case OUTCOME_GONE:
-					{
-						/* the poller's 404: mock a DELETED event of the stored snapshot */
-						if (SPI_execute_with_args("SELECT snapshot FROM paidb.framework WHERE name = $1",
-												  1, types, args, NULL, true, 1) == SPI_OK_SELECT &&
-							SPI_processed == 1)
-						{
-							bool		isnull;
-							Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
-
-							if (!isnull)
-								paidb_apply_watch_event_internal("DELETED", DatumGetJsonbPCopy(d));
-						}
-						break;
-					}
-				case OUTCOME_ORPHAN_DONE:
-					SPI_execute_with_args("DELETE FROM paidb.orphan WHERE name = $1",
-										  1, types, args, NULL, false, 0);
-					break;
-				case OUTCOME_ORPHAN_RETRY:
-					SPI_execute_with_args("UPDATE paidb.orphan SET failures = failures + 1, "
-										  "next_attempt_at = pg_catalog.now() + $3 * interval '1 millisecond' "
-										  "WHERE name = $1",
-										  3, types, args, NULL, false, 0);
-					break;
-			}
-			ReleaseCurrentSubTransaction();
-			MemoryContextSwitchTo(oldcxt);
-			CurrentResourceOwner = oldowner;
-		}
-		PG_CATCH();
-		{
-			ErrorData  *edata;
-
-			MemoryContextSwitchTo(oldcxt);
-			edata = CopyErrorData();
-			FlushErrorState();
-			RollbackAndReleaseCurrentSubTransaction();
-			MemoryContextSwitchTo(oldcxt);
-			CurrentResourceOwner = oldowner;
 			ereport(WARNING,
 					(errmsg("paidb sync could not record the outcome for framework \"%s\": %s",
 							o->name, edata->message)));
 			paidb_worker_report(PAIDB_WORKER_SYNC, NULL, NULL, 0, 0, 1, edata->message);
 			FreeErrorData(edata);
 		}
-		PG_END_TRY();
 	}
 	paidb_worker_commit();
 	outcomes = NIL;
 	return retry_scheduled;
 }
 
-/* The sync worker's main loop. */
+/*
+ * Send again the steps of jobs whose wait is over; returns when the next
+ * one is due (0: none waits).
+ */
+static TimestampTz
+resend_due(void)
+{
+	HASH_SEQ_STATUS seq;
+	SyncJob    *job;
+	List	   *due = NIL;
+	ListCell   *lc;
+	TimestampTz now = GetCurrentTimestamp();
+	TimestampTz next = 0;
+
+	hash_seq_init(&seq, jobs);
+	while ((job = hash_seq_search(&seq)) != NULL)
+	{
+		if (job->resend_at == 0)
+			continue;
+		if (job->resend_at <= now)
+			due = lappend(due, job);
+		else if (next == 0 || job->resend_at < next)
+			next = job->resend_at;
+	}
+	foreach(lc, due)
+	{
+		job = (SyncJob *) lfirst(lc);
+		job->resend_at = 0;
+		run_job_step(job, send_step);
+	}
+	list_free(due);
+	return next;
+}
+
+/* The sync worker's entry point and main loop. */
 void
-paidb_sync_main(void)
+paidb_sync_main(Datum main_arg)
 {
 	HASHCTL		ctl;
 	bool		want_claim = true;
 	TimestampTz next_due = 0;
 	TimestampTz last_claim = 0;
+	TimestampTz next_resend = 0;
 
+	paidb_worker_startup(PAIDB_WORKER_SYNC);
 	memset(&ctl, 0, sizeof(ctl));
 	ctl.keysize = NAMEDATALEN;
 	ctl.entrysize = sizeof(SyncJob);
@@ -833,6 +1233,8 @@ paidb_sync_main(void)
 			timeout = (paused_until > now) ? TimestampDifferenceMilliseconds(now, paused_until) : 0;
 		else if (next_due > 0)
 			timeout = Min(timeout, Max(0, TimestampDifferenceMilliseconds(now, next_due) + 1));
+		if (next_resend > 0)
+			timeout = Min(timeout, Max(0, TimestampDifferenceMilliseconds(now, next_resend) + 1));
 
 		MemoryContextSwitchTo(loop_cxt);
 		rc = k8s_client_wait(client, timeout, PG_WAIT_EXTENSION);
@@ -850,7 +1252,8 @@ paidb_sync_main(void)
 		}
 
 		while ((req = k8s_client_next_done(client)) != NULL)
-			advance((SyncJob *) k8s_request_user_data(req));
+			run_job_step((SyncJob *) k8s_request_user_data(req), advance);
+		next_resend = resend_due();
 		if (record_outcomes())
 			want_claim = true;	/* finds when the retry falls due */
 		MemoryContextSwitchTo(loop_cxt);

@@ -248,14 +248,14 @@ prepare_plans(void)
 									 "INSERT INTO paidb.framework_event AS fe (uid, framework_name, pod_uid, "
 									 "taskrole_name, task_name, task_index, type, reason, message, "
 									 "first_timestamp, last_timestamp, count, source_component, source_host, event) "
-									 "SELECT $2, $3, e->'involvedObject'->>'uid', $4, $5, $6, "
-									 "COALESCE(NULLIF(e->>'type', ''), 'Normal'), e->>'reason', e->>'message', "
-									 "COALESCE(NULLIF(e->>'firstTimestamp', ''), NULLIF(e->>'eventTime', ''))::pg_catalog.timestamptz, "
-									 "COALESCE(NULLIF(e->>'lastTimestamp', ''), NULLIF(e->'series'->>'lastObservedTime', ''), "
-									 "NULLIF(e->>'eventTime', ''))::pg_catalog.timestamptz, "
-									 "COALESCE(e->>'count', e->'series'->>'count')::pg_catalog.int4, "
-									 "COALESCE(NULLIF(e->'source'->>'component', ''), NULLIF(e->>'reportingComponent', '')), "
-									 "COALESCE(NULLIF(e->'source'->>'host', ''), NULLIF(e->>'reportingInstance', '')), "
+									 "SELECT $2, $3, pg_catalog.jsonb_extract_path_text(e, 'involvedObject', 'uid'), $4, $5, $6, "
+									 "COALESCE(NULLIF(pg_catalog.jsonb_extract_path_text(e, 'type'), ''), 'Normal'), pg_catalog.jsonb_extract_path_text(e, 'reason'), pg_catalog.jsonb_extract_path_text(e, 'message'), "
+									 "COALESCE(NULLIF(pg_catalog.jsonb_extract_path_text(e, 'firstTimestamp'), ''), NULLIF(pg_catalog.jsonb_extract_path_text(e, 'eventTime'), ''))::pg_catalog.timestamptz, "
+									 "COALESCE(NULLIF(pg_catalog.jsonb_extract_path_text(e, 'lastTimestamp'), ''), NULLIF(pg_catalog.jsonb_extract_path_text(e, 'series', 'lastObservedTime'), ''), "
+									 "NULLIF(pg_catalog.jsonb_extract_path_text(e, 'eventTime'), ''))::pg_catalog.timestamptz, "
+									 "COALESCE(pg_catalog.jsonb_extract_path_text(e, 'count'), pg_catalog.jsonb_extract_path_text(e, 'series', 'count'))::pg_catalog.int4, "
+									 "COALESCE(NULLIF(pg_catalog.jsonb_extract_path_text(e, 'source', 'component'), ''), NULLIF(pg_catalog.jsonb_extract_path_text(e, 'reportingComponent'), '')), "
+									 "COALESCE(NULLIF(pg_catalog.jsonb_extract_path_text(e, 'source', 'host'), ''), NULLIF(pg_catalog.jsonb_extract_path_text(e, 'reportingInstance'), '')), "
 									 "e FROM (SELECT $1 AS e) AS s "
 									 "ON CONFLICT (uid) DO UPDATE SET framework_name = EXCLUDED.framework_name, "
 									 "pod_uid = EXCLUDED.pod_uid, taskrole_name = EXCLUDED.taskrole_name, "
@@ -265,12 +265,12 @@ prepare_plans(void)
 									 "count = EXCLUDED.count, source_component = EXCLUDED.source_component, "
 									 "source_host = EXCLUDED.source_host, event = EXCLUDED.event, "
 									 "updated_at = pg_catalog.now() "
-									 "WHERE fe.event->'metadata'->>'resourceVersion' IS DISTINCT FROM "
-									 "EXCLUDED.event->'metadata'->>'resourceVersion' "
-									 "AND NOT (fe.event->'metadata'->>'resourceVersion' OPERATOR(pg_catalog.~) '^[0-9]{1,18}$' "
-									 "AND EXCLUDED.event->'metadata'->>'resourceVersion' OPERATOR(pg_catalog.~) '^[0-9]{1,18}$' "
-									 "AND (EXCLUDED.event->'metadata'->>'resourceVersion')::pg_catalog.int8 "
-									 "< (fe.event->'metadata'->>'resourceVersion')::pg_catalog.int8)",
+									 "WHERE pg_catalog.jsonb_extract_path_text(fe.event, 'metadata', 'resourceVersion') IS DISTINCT FROM "
+									 "pg_catalog.jsonb_extract_path_text(EXCLUDED.event, 'metadata', 'resourceVersion') "
+									 "AND NOT (pg_catalog.jsonb_extract_path_text(fe.event, 'metadata', 'resourceVersion') OPERATOR(pg_catalog.~) '^[0-9]{1,18}$' "
+									 "AND pg_catalog.jsonb_extract_path_text(EXCLUDED.event, 'metadata', 'resourceVersion') OPERATOR(pg_catalog.~) '^[0-9]{1,18}$' "
+									 "AND (pg_catalog.jsonb_extract_path_text(EXCLUDED.event, 'metadata', 'resourceVersion'))::pg_catalog.int8 "
+									 "< (pg_catalog.jsonb_extract_path_text(fe.event, 'metadata', 'resourceVersion'))::pg_catalog.int8)",
 									 6, types);
 }
 
@@ -1502,16 +1502,18 @@ reflector_main(const WatcherDef *def)
 	}
 }
 
-/* The framework watcher's main loop. */
+/* The framework watcher's entry point. */
 void
-paidb_framework_watcher_main(void)
+paidb_framework_watcher_main(Datum main_arg)
 {
+	paidb_worker_startup(PAIDB_WORKER_FRAMEWORK_WATCHER);
 	reflector_main(&framework_watcher);
 }
 
-/* The event watcher's main loop. */
+/* The event watcher's entry point. */
 void
-paidb_event_watcher_main(void)
+paidb_event_watcher_main(Datum main_arg)
 {
+	paidb_worker_startup(PAIDB_WORKER_EVENT_WATCHER);
 	reflector_main(&event_watcher);
 }

@@ -6,6 +6,8 @@
 #ifndef PAIDB_WORKER_WATCH_H
 #define PAIDB_WORKER_WATCH_H
 
+#include "fmgr.h"
+
 /* Key of the framework watcher in paidb.watch_state */
 #define PAIDB_WATCHER_FRAMEWORKS	"frameworks"
 
@@ -22,10 +24,10 @@
 /* paidb.installation key: the timeline the framework watcher last ran on */
 #define PAIDB_WATCH_TIMELINE		"watch_timeline"
 
-/* Main loop of the framework watcher; never returns */
-extern void paidb_framework_watcher_main(void);
+/* The framework watcher's entry point (bgw_function_name); never returns */
+extern PGDLLEXPORT void paidb_framework_watcher_main(Datum main_arg);
 
-/* Main loop of the event watcher; never returns */
-extern void paidb_event_watcher_main(void);
+/* The event watcher's entry point (bgw_function_name); never returns */
+extern PGDLLEXPORT void paidb_event_watcher_main(Datum main_arg);
 
 #endif							/* PAIDB_WORKER_WATCH_H */

@@ -24,6 +24,7 @@
 #include "guc.h"
 #include "history.h"
 #include "jsonb_util.h"
+#include "k8s_objects.h"
 #include "merge_patch.h"
 #include "snapshot.h"
 #include "spi_plan.h"
@@ -36,12 +37,7 @@ PG_FUNCTION_INFO_V1(paidb_stop_framework);
 PG_FUNCTION_INFO_V1(paidb_apply_watch_event);
 PG_FUNCTION_INFO_V1(paidb_import_frameworks);
 
-/* The add-on keys of put_framework_request and their columns. */
-#define NUM_ADDONS 5
-static const char *const addon_keys[NUM_ADDONS] = {
-	"configSecretDef", "userExtensionSecretDef", "priorityClassDef",
-	"dockerSecretDef", "tokenSecretDef"
-};
+#define NUM_ADDONS PAIDB_NUM_ADDONS
 
 /* What the row lock returned about a stored framework. */
 typedef struct StoredFramework
@@ -158,21 +154,6 @@ prepare_plans(void)
 	pfree(sql.data);
 }
 
-/* Whether a name matches ^[a-z0-9]{1,63}$, the frameworkcontroller CRD pattern. */
-static bool
-valid_framework_name(const char *name)
-{
-	int			len = strlen(name);
-	int			i;
-
-	if (len < 1 || len > 63)
-		return false;
-	for (i = 0; i < len; i++)
-		if (!((name[i] >= 'a' && name[i] <= 'z') || (name[i] >= '0' && name[i] <= '9')))
-			return false;
-	return true;
-}
-
 /* Refuse a request that is not a well-formed framework request. */
 static char *
 validate_request(Jsonb *request)
@@ -216,11 +197,12 @@ validate_request(Jsonb *request)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("metadata.name of a framework request must be a string")));
 	name = pnstrdup(v.val.string.val, v.val.string.len);
-	if (!valid_framework_name(name))
+	if (!paidb_valid_framework_name(name))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("invalid framework name \"%s\"", name),
-				 errdetail("Framework names must match ^[a-z0-9]{1,63}$: 1 to 63 lower-case letters or digits."),
+				 errdetail("Framework names must match %s: 1 to %d lower-case letters or digits.",
+						   PAIDB_FRAMEWORK_NAME_RULE, PAIDB_FRAMEWORK_NAME_MAX),
 				 errhint("The API server refuses other names, so paidb does too.")));
 	return name;
 }
@@ -390,6 +372,21 @@ store_changed_request(const char *name, Jsonb *request, StoredFramework *row,
 		paidb_note_sync_needed();
 }
 
+/* Refuse an add-on definition its slot does not allow (SPEC §8). */
+static void
+check_addon(const PaidbAddonSlot *slot, Jsonb *def)
+{
+	char	   *problem = paidb_addon_problem(slot, &def->root, paidb_k8s_namespace);
+
+	if (problem != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid add-on %s", slot->key),
+				 errdetail_internal("%s", problem),
+				 errhint("%s takes a %s %s named by a DNS-1123 subdomain, in paidb.k8s_namespace \"%s\" if namespaced.",
+						 slot->key, slot->api_version, slot->kind, paidb_k8s_namespace)));
+}
+
 /* Validate the add_ons argument and pick out the five definitions. */
 static void
 read_addons(Jsonb *add_ons, Jsonb **defs)
@@ -418,7 +415,7 @@ read_addons(Jsonb *add_ons, Jsonb **defs)
 			continue;
 		key = pnstrdup(v.val.string.val, v.val.string.len);
 		for (i = 0; i < NUM_ADDONS; i++)
-			if (strcmp(key, addon_keys[i]) == 0)
+			if (strcmp(key, paidb_addon_slots[i].key) == 0)
 				break;
 		if (i == NUM_ADDONS)
 			ereport(ERROR,
@@ -435,6 +432,7 @@ read_addons(Jsonb *add_ons, Jsonb **defs)
 					 errmsg("add-on definition \"%s\" must be a JSON object", key),
 					 errdetail("An add-on definition is the Kubernetes object to create, e.g. a Secret.")));
 		defs[i] = JsonbValueToJsonb(&val);
+		check_addon(&paidb_addon_slots[i], defs[i]);
 	}
 }
 
@@ -665,6 +663,16 @@ handle_orphan(const char *type, const char *name, Jsonb *object)
 	paidb_note_sync_needed();
 }
 
+/* Whether a snapshot holds paidb's permanent-failure status (SPEC §6). */
+static bool
+is_permanent_failure(Jsonb *snapshot)
+{
+	char	   *phrase = jb_get_cstring(&snapshot->root, 4,
+										(const char *[]) {"status", "attemptStatus", "completionStatus", "phrase"});
+
+	return phrase != NULL && strcmp(phrase, "CreateFrameworkPermanentFailed") == 0;
+}
+
 /* Merge one watch event into the database (SPEC §5), inside SPI. */
 static const char *
 apply_event(const char *type, Jsonb *object)
@@ -691,6 +699,15 @@ apply_event(const char *type, Jsonb *object)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("a watched framework has no metadata.name")));
+	/* no stored framework has such a name: never queue it as an orphan */
+	if (!paidb_valid_framework_name(name))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid framework name \"%.*s%s\" in a watched framework",
+						PAIDB_FRAMEWORK_NAME_SIZE, name,
+						strlen(name) > PAIDB_FRAMEWORK_NAME_SIZE ? "..." : ""),
+				 errdetail("Framework names must match %s; paidb neither stores nor deletes other frameworks.",
+						   PAIDB_FRAMEWORK_NAME_RULE)));
 
 	prepare_plans();
 	lock_framework(name, &row);
@@ -699,6 +716,13 @@ apply_event(const char *type, Jsonb *object)
 		handle_orphan(type, name, object);
 		return "orphan";
 	}
+	/*
+	 * A job paidb failed before creating its framework has no framework: a
+	 * framework of that name is somebody else's (SPEC §8), its events are
+	 * not the job's.  The job's own mock DELETED carries its failed status.
+	 */
+	if (is_permanent_failure(row.snapshot) && !is_permanent_failure(object))
+		return "foreign";
 
 	/* 2. stale: compare only when both are decimal (etcd's always are) */
 	has_rv = paidb_object_resource_version(&object->root, &rv);
@@ -807,7 +831,7 @@ import_one(Jsonb *object)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("every framework to import must be a JSON object")));
 	name = jb_get_cstring(&object->root, 2, (const char *[]) {"metadata", "name"});
-	if (name == NULL || !valid_framework_name(name))
+	if (name == NULL || !paidb_valid_framework_name(name))
 	{
 		/* a real API server cannot hold such a framework; skip, don't fail */
 		ereport(WARNING,

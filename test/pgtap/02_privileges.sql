@@ -55,7 +55,7 @@ SELECT ok(proconfig @> ARRAY['search_path=pg_catalog, paidb'], proname || ' pins
 -- as the writer: submitting works, touching tables directly does not
 SET ROLE paidb_test_writer;
 SELECT is((SELECT created FROM paidb.put_framework_request('{"metadata": {"name": "privjob"}}',
-            now(), '{"dockerSecretDef": {"kind": "Secret"}}')), true, 'the writer submits a job');
+            now(), '{"dockerSecretDef": {"kind": "Secret", "metadata": {"name": "regcred"}}}')), true, 'the writer submits a job');
 SELECT is((SELECT docker_secret_def->>'kind' FROM paidb.framework WHERE name = 'privjob'), 'Secret',
           'the writer reads add-on definitions');
 SELECT throws_ok($$UPDATE paidb.framework SET request_synced = true$$, '42501', NULL,

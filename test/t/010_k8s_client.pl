@@ -186,6 +186,27 @@ is( $node->safe_psql(
 	"$fw_path?continue=a%20b%2Fc%2B%3D%26%3F%25%C3%A9",
 	'query values are percent-encoded');
 
+# SPEC §8: a name its kind does not allow never becomes a path, and no path
+# with an empty, "." or ".." segment is sent (libcurl would remove dot
+# segments, turning a DELETE of one secret into one of every secret)
+for my $bad ([ 'secrets', '.' ], [ 'secrets', '..' ], [ 'priorityclasses', '..' ], [ 'frameworks', '.' ],
+	[ 'frameworks', 'a/b' ], [ 'secrets', '' ], [ 'events', 'A' ], [ 'secrets', 's1', '..' ], [ 'frameworks', undef, '' ])
+{
+	my ($rc, $out, $err) = $node->psql('postgres',
+		'SELECT paidb_test_k8s_path(' . join(', ', map { lit($_) } @$bad) . ')');
+	like($err // '', qr/invalid kubernetes name/, "no path for @{[ join ' ', map { $_ // 'NULL' } @$bad ]}");
+}
+{
+	my $before = $fake->counters->{total};
+	for my $p ('/api/v1/namespaces/kube-system/secrets/', '/apis/scheduling.k8s.io/v1/priorityclasses/..',
+		'/api/v1/namespaces/default/secrets/./x', '/api/v1//namespaces', '/api/v1/namespaces/default/frameworks/.?x=1')
+	{
+		my ($rc, $out, $err) = $node->psql('postgres', "SELECT paidb_test_k8s_request('delete', " . lit($p) . ")");
+		like($err // '', qr/refusing to send a kubernetes API request whose path has an empty/, "refused: DELETE $p");
+	}
+	is($fake->counters->{total}, $before, 'none of them reached the API server');
+}
+
 my $cfg = jq('paidb_test_k8s_config()');
 is($cfg->{base_url}, $fake->url, 'base URL from paidb.k8s_api_server');
 is($cfg->{namespace}, 'default', 'namespace from paidb.k8s_namespace');

@@ -38,6 +38,9 @@ INSERT INTO paidb.tag (framework_name, name) VALUES ('upjob3', 'important');
 INSERT INTO paidb.installation (key, value) VALUES ('initial_import_done', '1234'),
   ('watch_source.frameworks', '00c0ffee00c0ffee'), ('watch_source.events', '00c0ffee00c0ffee');
 INSERT INTO paidb.watch_state (watcher, resource_version, listed_at) VALUES ('frameworks', '1234', pg_catalog.now());
+-- orphans as 0.1 queued them, hostile names too (SPEC §8: 0.2 drops those)
+INSERT INTO paidb.orphan (name, uid) VALUES ('uporphan1', 'u1'), ('.', 'u2'), ('..', 'u3'),
+  (pg_catalog.repeat('a', 10000), 'u4');
 };
 $node->safe_psql('upgraded', $data_sql);
 my $data_query = q{SELECT pg_catalog.md5(pg_catalog.string_agg(f::text, ',' ORDER BY name)) FROM
@@ -117,6 +120,9 @@ is($node->safe_psql('upgraded', q{SELECT value FROM paidb.installation WHERE key
 	'00c0ffee00c0ffee', 'the import 0.1 recorded belongs to the target it watched');
 is($node->safe_psql('upgraded', q{SELECT resource_version FROM paidb.watch_state WHERE watcher = 'frameworks'}),
 	'1234', 'the watch position is kept');
+# Orphans: the one a framework could be is kept, the hostile names are gone.
+is($node->safe_psql('upgraded', 'SELECT string_agg(name, \',\' ORDER BY name) FROM paidb.orphan'),
+	'uporphan1', 'the update drops queued orphans whose names no framework can have');
 
 # And 0.2 works on the upgraded data.
 is($node->safe_psql('upgraded', q{SELECT request_generation || ' ' || changed FROM paidb.stop_framework('upjob3')}),

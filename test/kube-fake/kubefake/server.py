@@ -192,6 +192,16 @@ class Faults:
                 self.latency = []
 
 
+def fault_body(rule):
+    """The answer of an action=body fault: its status (as given) and a raw
+    body, e.g. a proxy's HTML page with status 200."""
+    body = rule.get('body')
+    if body is None:
+        body = '<html><body>502 Bad Gateway</body></html>'
+    return (int(rule.get('status') or 200), body.encode('utf-8'),
+            rule.get('contentType') or 'text/html; charset=utf-8', None)
+
+
 def fault_error(rule):
     code = int(rule.get('status') or 500)
     reason = rule.get('reason') or REASON_BY_CODE.get(code, '')
@@ -652,6 +662,8 @@ class Server:
             if rule is not None:
                 if rule.get('action') == 'drop':
                     raise _Closed()
+                if rule.get('action') == 'body':
+                    return fault_body(rule)
                 if rule.get('inStream') and req.verb == 'watch':
                     return self._watch_error(req, fault_error(rule))
                 return self._status_response(fault_error(rule), req)
@@ -667,6 +679,8 @@ class Server:
             if rule is not None:
                 if rule.get('action') == 'drop':
                     raise _Closed()
+                if rule.get('action') == 'body':
+                    return fault_body(rule)
                 return self._status_response(fault_error(rule))
         return result
 
@@ -1326,7 +1340,7 @@ class Server:
                 self.faults.clear()
                 return {'cleared': True}
             if post:
-                rule = {'status': int(p.get('status', 500)),
+                rule = {'status': int(p.get('status', 200 if p.get('action') == 'body' else 500)),
                         'count': int(p.get('count', 1)),
                         'verb': p.get('verb') or None,
                         'path': p.get('path') or None,
@@ -1337,13 +1351,15 @@ class Server:
                         'retryAfter': p.get('retryAfter'),
                         'phase': p.get('phase', 'before'),
                         'action': p.get('action', 'error'),
-                        'inStream': boolp('inStream')}
+                        'inStream': boolp('inStream'),
+                        'body': p.get('body'),
+                        'contentType': p.get('contentType')}
                 if rule['phase'] not in ('before', 'after'):
                     raise ApiError(400, 'BadRequest', 'phase must be before '
                                    'or after')
-                if rule['action'] not in ('error', 'drop'):
-                    raise ApiError(400, 'BadRequest', 'action must be error '
-                                   'or drop')
+                if rule['action'] not in ('error', 'drop', 'body'):
+                    raise ApiError(400, 'BadRequest', 'action must be error, '
+                                   'drop or body')
                 if rule['retryAfter'] in ('', None):
                     rule['retryAfter'] = None
                 return {'id': self.faults.add(rule)}
