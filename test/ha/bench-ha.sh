@@ -37,12 +37,13 @@ fi
 
 [ -s "$LAST" ] || { echo "no HA run yet: PAIDB_SUITES=ha bash test/run-tests.sh, or make bench-ha PAIDB_HA_SWEEP=1"; exit 0; }
 head -1 "$LAST"
-printf '%-11s %4s %9s %13s | %16s %12s | %6s %8s %5s %7s\n' scenario ttl loop_wait retry_timeout first_request_s all_synced_s acked in_flight lost adopted
+printf '%-11s %4s %9s %13s | %16s %12s %14s | %6s %8s %5s %7s\n' scenario ttl loop_wait retry_timeout first_request_s all_synced_s old_workers_s acked in_flight lost adopted
 grep -v '^#' "$LAST" | while read -r line; do
     declare -A f=()
     for kv in $line; do f[${kv%%=*}]=${kv#*=}; done
-    printf '%-11s %4s %9s %13s | %16s %12s | %6s %8s %5s %7s\n' "${f[scenario]}" "${f[ttl]}" "${f[loop_wait]}" \
-        "${f[retry_timeout]}" "${f[first_request]}" "${f[all_synced]}" "${f[acked]}" "${f[acked_before]}" "${f[lost]}" "${f[adopted]:--}"
+    printf '%-11s %4s %9s %13s | %16s %12s %14s | %6s %8s %5s %7s\n' "${f[scenario]}" "${f[ttl]}" "${f[loop_wait]}" \
+        "${f[retry_timeout]}" "${f[first_request]}" "${f[all_synced]}" "${f[workers_gone]:--}" "${f[acked]}" "${f[acked_before]}" "${f[lost]}" "${f[adopted]:--}"
     unset f
 done
+echo "times in seconds from the fault; old_workers: until the old primary's paidb workers have exited"
 echo "targets (ttl 10, loop_wait 2): first request < 5 s, all synced < 10 s; 'lost' is only allowed in kill-async (the asynchronous window)"

@@ -31,7 +31,7 @@ use warnings;
 use FindBin;
 use lib "$FindBin::Bin/../t/lib";
 
-use File::Path qw(make_path);
+use File::Copy ();
 use HTTP::Tiny;
 use IPC::Run;
 use JSON::PP;
@@ -302,6 +302,17 @@ sub postmaster_pid
 	return $pid && kill(0, $pid) ? $pid : undef;
 }
 
+# Whether process $pid runs (an exited child of a dead postmaster stays a
+# zombie until init reaps it, which here takes a second or two)
+sub running
+{
+	my ($pid) = @_;
+	open(my $fh, '<', "/proc/$pid/stat") or return 0;
+	my $stat = <$fh>;
+	close($fh);
+	return defined $stat && $stat =~ /^\d+ \(.*\) ([A-Z])/ && $1 ne 'Z' && $1 ne 'X';
+}
+
 # ---------------------------------------------------------------- clients
 
 my $job_seq = 0;
@@ -456,8 +467,22 @@ sub scenario
 	my @clients = start_clients($tag, $stop);
 	ok(wait_until(sub { scalar(keys %{ acks($tag) }) >= 10 }, 60), "$tag: clients have submitted jobs");
 
+	my %old_workers = map { split /\|/ } split /\n/,
+	  (sql(connstr($old), 'SELECT pid, worker FROM paidb.status() WHERE pid IS NOT NULL'))[1];
+	my @old_workers = keys %old_workers;
+	my %exited;
 	my $t_kill = $fault->($old);
 	$last_fault = $t_kill;
+	# the old primary's workers stop at once (postmaster death, or shutdown)
+	my $gone = wait_until(sub {
+		for my $p (@old_workers) { $exited{$p} //= time() - $t_kill unless running($p); }
+		return scalar(keys %exited) == scalar(@old_workers);
+	}, 10);
+	my $t_gone = time() - $t_kill;
+	note("$tag: the old primary's workers exited after: "
+		  . join(', ', map { sprintf('%s %.2f s', $old_workers{$_}, $exited{$_} // -1) } sort @old_workers));
+	ok(@old_workers == 3 && $gone && ($tag eq 'switchover' || $t_gone < 1),
+		sprintf("$tag: the old primary's three workers exit (%.2f s after the fault)", $t_gone));
 	my @acked_before = grep { acks($tag)->{$_}{t1} <= $t_kill } keys %{ acks($tag) };
 
 	# the new primary: first moment every job acknowledged before the fault
@@ -530,6 +555,8 @@ sub scenario
 	my @old_after = grep { agent_member($_->{agent}) eq $old && $_->{start} > $t_kill + 0.5 } @log;
 	is(scalar(@old_after), 0, "$tag: the old primary sends nothing after the fault")
 	  or diag(join("\n", map { sprintf("%+.3f s %s %s", $_->{start} - $t_kill, $_->{method}, $_->{target}) } @old_after));
+	my @conflicts = grep { $_->{method} eq 'POST' && $_->{target} =~ m{/frameworks$} && $_->{code} eq '409' } @new_reqs;
+	note("$tag: creates of the new primary answered 409 (and adopted): " . scalar(@conflicts));
 	my @lists = grep { $_->{method} eq 'GET' && $_->{target} =~ m{/frameworks(\?|$)} && $_->{target} !~ /watch=/ } @new_reqs;
 	is(scalar(@lists), 0, "$tag: the new primary resumes the framework watch without listing again");
 	my @fw_watches = grep { $_->{target} =~ m{/frameworks\?.*watch=} } @new_reqs;
@@ -546,7 +573,8 @@ sub scenario
 		members => $MEMBERS, old => $old, new => $new, acked => scalar(keys %$acks),
 		acked_before => scalar(@acked_before), lost => scalar(@lost),
 		first_request => defined $t_first ? sprintf('%.2f', $t_first - $t_kill) : 'none',
-		all_synced => defined $t_synced ? sprintf('%.2f', $t_synced - $t_kill) : 'none');
+		all_synced => defined $t_synced ? sprintf('%.2f', $t_synced - $t_kill) : 'none',
+		workers_gone => sprintf('%.2f', $t_gone), conflicts => scalar(@conflicts));
 	note(join(' ', map { "$_=$r{$_}" } sort keys %r));
 	push @results, \%r;
 	if ($tag =~ /^kill/)
@@ -678,6 +706,12 @@ for my $n (@names)
 for my $p (reverse @procs)
 {
 	stop_proc($p->[1], 10);
+}
+# keep the logs (Patroni's and PostgreSQL's, etcd's, the fake's requests)
+for my $f (glob("$dir/*.log"), $fake->{request_log})
+{
+	my ($base) = $f =~ m{([^/]+)$};
+	File::Copy::copy($f, "$PostgreSQL::Test::Utils::log_path/ha_$base");
 }
 if (!Test::More->builder->is_passing)
 {
