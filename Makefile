@@ -1,7 +1,7 @@
 # paidb — PGXS build.  `make && make install`, then `make installcheck`
 # against a running server; `bash test/run-tests.sh` runs every suite.
 
-EXTENSION = paidb
+EXTENSION = paidb paidb_openpai
 EXTVERSION = 0.2
 
 MODULE_big = paidb
@@ -11,6 +11,8 @@ OBJS = \
 	src/guc.o \
 	src/merge_patch.o \
 	src/history.o \
+	src/task_history.o \
+	src/openpai_import.o \
 	src/job_state.o \
 	src/job_config.o \
 	src/snapshot.o \
@@ -28,7 +30,11 @@ OBJS = \
 	src/install_check.o \
 	src/k8s_testing.o
 
-DATA = $(wildcard sql/$(EXTENSION)--*.sql)
+# Install scripts are listed explicitly (sql/ also holds the regression tests).
+DATA = \
+	sql/paidb--0.1.sql \
+	sql/paidb--0.1--0.2.sql \
+	sql/paidb_openpai--0.2.sql
 PGFILEDESC = "paidb - OpenPAI jobs in PostgreSQL, synchronised with Kubernetes"
 
 PG_CPPFLAGS = -I$(srcdir)/src $(shell pkg-config --cflags json-c libcurl zlib yaml-0.1)
@@ -38,7 +44,8 @@ SHLIB_LINK = $(shell pkg-config --libs json-c libcurl zlib yaml-0.1)
 PG_CFLAGS = -Wall -Wextra -Wno-unused-parameter
 
 # pg_regress suites (sql/NAME.sql, expected/NAME.out); they need no preload.
-REGRESS = init merge_patch history framework_state snapshot write_merger bad_input addons
+REGRESS = init merge_patch history framework_state snapshot write_merger bad_input addons \
+	openpai_views openpai_task_history openpai_import
 REGRESS_OPTS = --inputdir=$(srcdir) --dbname=paidb_regression
 
 # TAP tests (PostgreSQL::Test::Cluster + the fake API server) run with

@@ -90,6 +90,22 @@ ALTER TABLE paidb.orphan
 -- §9 OpenPAI compatibility (task history)
 -------------------------------------------------------------------------------
 
+-- Idempotent insert into task_history under OpenPAI's uid
+-- md5(task_uid + '+' + task_attempt_index + '+' + history_type); the
+-- framework watcher's writer, also behind openpai.task_history's INSERT.
+CREATE FUNCTION paidb.record_task_history(snapshot jsonb, framework_name text,
+    attempt_index integer, taskrole_name text, task_name text, task_index integer,
+    task_uid text, task_attempt_index integer, pod_uid text,
+    history_type text DEFAULT 'retry')
+RETURNS text
+AS 'MODULE_PATHNAME', 'paidb_record_task_history'
+LANGUAGE C VOLATILE
+SECURITY DEFINER SET search_path = pg_catalog, paidb;
+REVOKE ALL ON FUNCTION paidb.record_task_history(jsonb, text, integer, text, text, integer,
+    text, integer, text, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION paidb.record_task_history(jsonb, text, integer, text, text, integer,
+    text, integer, text, text) TO paidb_writer;
+
 -------------------------------------------------------------------------------
 -- §10 job queries and data life cycle
 -------------------------------------------------------------------------------

@@ -29,6 +29,7 @@
 #include "snapshot.h"
 #include "spi_plan.h"
 #include "sync_signal.h"
+#include "task_history.h"
 #include "write_merger.h"
 
 PG_FUNCTION_INFO_V1(paidb_put_framework_request);
@@ -759,6 +760,7 @@ apply_event(const char *type, Jsonb *object)
 		}
 		if (newcols.attempt_index > old_attempt && old_attempt >= 0)
 			paidb_record_history_internal(row.snapshot, "retry");
+		paidb_record_task_attempts(name, row.snapshot, deleted);
 		update_framework(name, deleted, &newcols, row.generation, row.request_synced, true,
 						 has_rv, rv, false, false);
 		/* the add-on definitions hold secrets: drop them with the job */
@@ -778,6 +780,8 @@ apply_event(const char *type, Jsonb *object)
 	paidb_derive_columns(snapshot, &newcols);
 	if (newcols.attempt_index > old_attempt && old_attempt >= 0)
 		paidb_record_history_internal(row.snapshot, "retry");
+	/* SPEC §9: a task's earlier attempt goes to task_history */
+	paidb_record_task_attempts(name, row.snapshot, snapshot);
 
 	/* newly completed, or out of step again: the sync worker acts now */
 	update_framework(name, snapshot, &newcols, row.generation, synced, false, has_rv, rv, false,

@@ -108,6 +108,10 @@ echo "floor, plain UPDATE of the same row with jsonb ||: $B/s (runs: $B_RUNS)"
 awk -v p="$A" -v f="$B" 'BEGIN {printf "ratio apply/floor: %.2f\n", p/f}'
 
 echo
+echo "== openpai.import_database: 100,000 OpenPAI jobs, 10% with retry history"
+bash "$ROOT/test/bench/openpai_import_bench.sh"
+
+echo
 echo "== the fake API server's capacity"
 if [ -f "$ROOT/test/bench/bench_fake.py" ]; then
     /usr/bin/python3 "$ROOT/test/bench/bench_fake.py"

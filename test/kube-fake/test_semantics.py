@@ -758,6 +758,37 @@ class Controller(unittest.TestCase):
         self.assertEqual(failed['phrase'], 'ContainerUnrecognizedFailed')
         self.assertEqual(failed['type']['name'], 'Failed')
 
+    def test_task_retries(self):
+        kf = self.kf
+        start = kf.rv()
+        with kf.watch(FWS, resourceVersion=str(start),
+                      fieldSelector='metadata.name=taskretryfw') as w:
+            kf.create_framework('taskretryfw', [('worker', 2)], annotations={
+                'kube-fake/task-retries': '2'})
+            evs = w.read_until(lambda e: (e['object'].get('status') or {})
+                               .get('state') == 'Completed')
+        seen = {}
+        for e in evs:
+            st = e['object'].get('status') or {}
+            for tr in (st.get('attemptStatus') or {}).get(
+                    'taskRoleStatuses') or []:
+                for t in tr.get('taskStatuses') or []:
+                    a = t['attemptStatus']
+                    if a.get('podUID'):
+                        seen.setdefault(t['index'], {})[a['id']] = (
+                            t['instanceUID'], a['podUID'])
+        self.assertEqual(sorted(seen), [0, 1])
+        for idx, attempts in seen.items():
+            self.assertEqual(sorted(attempts), [0, 1, 2], idx)
+            # one task instance, a new pod per attempt
+            self.assertEqual(len({u for u, _ in attempts.values()}), 1)
+            self.assertEqual(len({p for _, p in attempts.values()}), 3)
+        st = evs[-1]['object']['status']
+        self.assertEqual(st['attemptStatus']['id'], 0)
+        self.assertEqual(st['attemptStatus']['completionStatus']['code'], 0)
+        t = st['attemptStatus']['taskRoleStatuses'][0]['taskStatuses'][0]
+        self.assertEqual(t['retryPolicyStatus']['totalRetriedCount'], 2)
+
     def test_retries_exhausted(self):
         kf = self.kf
         kf.create_framework('exhfw', retry=1, annotations={

@@ -4,7 +4,7 @@ SET client_min_messages = warning;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 DROP EXTENSION IF EXISTS paidb CASCADE;
 CREATE EXTENSION paidb;
-SELECT plan(64);
+SELECT plan(66);
 
 SELECT has_role('paidb_writer');
 SELECT has_role('paidb_reader');
@@ -36,7 +36,8 @@ SELECT ok(has_function_privilege('paidb_writer', f, 'EXECUTE'), 'paidb_writer ma
   FROM unnest(ARRAY['paidb.put_framework_request(jsonb, timestamptz, jsonb)',
                     'paidb.patch_framework_request(text, jsonb)', 'paidb.stop_framework(text)',
                     'paidb.apply_watch_event(text, jsonb)', 'paidb.import_frameworks(jsonb)',
-                    'paidb.record_history(jsonb, text)', 'paidb.wakeup()']) f;
+                    'paidb.record_history(jsonb, text)', 'paidb.wakeup()',
+                    'paidb.record_task_history(jsonb, text, integer, text, text, integer, text, integer, text, text)']) f;
 SELECT ok(NOT has_function_privilege(r, 'paidb.put_framework_request(jsonb, timestamptz, jsonb)', 'EXECUTE'),
           r || ' may not submit jobs')
   FROM unnest(ARRAY['paidb_reader', 'paidb_test_nobody']) r;
@@ -46,7 +47,7 @@ SELECT ok(NOT has_function_privilege('paidb_test_nobody', 'paidb.status()', 'EXE
 -- SECURITY DEFINER functions pin search_path
 SELECT is(array_agg(proname::text ORDER BY proname),
           ARRAY['apply_watch_event', 'import_frameworks', 'patch_framework_request',
-                'put_framework_request', 'record_history', 'stop_framework', 'wakeup'],
+                'put_framework_request', 'record_history', 'record_task_history', 'stop_framework', 'wakeup'],
           'exactly the writing functions are SECURITY DEFINER')
   FROM pg_proc WHERE pronamespace = 'paidb'::regnamespace AND prosecdef;
 SELECT ok(proconfig @> ARRAY['search_path=pg_catalog, paidb'], proname || ' pins search_path')

@@ -26,6 +26,7 @@ ANN_RUN_SECONDS = ANN + 'run-seconds'
 ANN_STEP_SECONDS = ANN + 'step-seconds'
 ANN_RETRY_DELAY = ANN + 'retry-delay-seconds'
 ANN_HOLD_STATE = ANN + 'hold-state'
+ANN_TASK_RETRIES = ANN + 'task-retries'
 
 # completion codes of frameworkcontroller with their phrase and type
 CODE_INFO = {
@@ -405,6 +406,8 @@ class Controller:
                 return self._finish(status), None, events
             return self._finish(status), run, events
         if state == 'AttemptRunning':
+            if self._retry_one_task(obj, trs, ts):
+                return self._finish(status), step, events
             run = self._run_seconds(obj)
             if run < 0 or run == float('inf'):
                 return None
@@ -474,6 +477,42 @@ class Controller:
             go('Completed')
             return self._finish(status), None, events
         return None
+
+    def _retry_one_task(self, obj, trs, ts):
+        """Task retries (annotation kube-fake/task-retries): one step of
+        one task; False when every task has been retried enough."""
+        try:
+            want = int(self._ann(obj).get(ANN_TASK_RETRIES) or 0)
+        except ValueError:
+            return False
+        for t in self._tasks(trs):
+            rps = t.setdefault('retryPolicyStatus', {})
+            if rps.get('totalRetriedCount', 0) >= want:
+                continue
+            a = t['attemptStatus']
+            if t.get('state') != 'AttemptCompleted':
+                t['state'] = 'AttemptCompleted'
+                t['transitionTime'] = ts
+                a['completionTime'] = ts
+                a['completionStatus'] = completion_status(
+                    200, 'Container exited with code 200')
+                return True
+            # a new attempt of the same task instance
+            puid = new_uid()
+            aid = a.get('id', 0) + 1
+            t['attemptStatus'] = {
+                'id': aid, 'startTime': ts, 'runTime': ts,
+                'completionTime': None, 'instanceUID': '%d_%s' % (aid, puid),
+                'podName': a.get('podName'), 'podUID': puid,
+                'podNodeName': a.get('podNodeName'), 'podIP': a.get('podIP'),
+                'podHostIP': a.get('podHostIP'), 'completionStatus': None}
+            t['state'] = 'AttemptRunning'
+            t['transitionTime'] = ts
+            rps['totalRetriedCount'] = rps.get('totalRetriedCount', 0) + 1
+            rps['accountableRetriedCount'] = \
+                rps.get('accountableRetriedCount', 0) + 1
+            return True
+        return False
 
     def _accountable(self, obj, cs):
         rp = (obj.get('spec') or {}).get('retryPolicy') or {}

@@ -1,4 +1,4 @@
-# test/suites/60_deb.sh — the Debian package postgresql-15-paidb: built with
+# test/suites/90_deb.sh — the Debian package postgresql-15-paidb: built with
 # dpkg-buildpackage (pg_buildext, debian/) in a copy of the tree, checked to
 # hold everything `make install` installs, installed with dpkg on the
 # system's PostgreSQL, and tested with make installcheck on a new cluster

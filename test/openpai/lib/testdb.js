@@ -1,0 +1,44 @@
+'use strict';
+// Test databases on the server of the PG* environment (PGUSER a superuser):
+// a fresh database per test file and Sequelize version, with paidb (and
+// paidb_openpai when asked) created in it, and login roles to run as.
+
+const { connect } = require('./connect');
+
+// Run `sqls` as the superuser in `database`.
+async function admin(database, sqls) {
+  const s = connect('6', { database });
+  try {
+    for (const q of [].concat(sqls)) await s.query(q);
+  } finally {
+    await s.close();
+  }
+}
+
+// Drop and create database `name`, create `extensions` in it; returns name.
+async function freshDatabase(name, extensions = ['paidb']) {
+  await admin(process.env.PGDATABASE || 'postgres', [
+    `DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`,
+    `CREATE DATABASE "${name}"`,
+  ]);
+  await admin(name, extensions.map((e) => `CREATE EXTENSION "${e}" CASCADE`));
+  return name;
+}
+
+// Create (or re-create the settings of) login role `role` in `roles`, with
+// `settings` ({name: value}) set for it in `database`.
+async function loginRole(database, role, roles = [], settings = {}) {
+  const qs = [
+    `DO $$BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '${role}') THEN CREATE ROLE "${role}" LOGIN; END IF; END$$`,
+    ...roles.map((r) => `GRANT "${r}" TO "${role}"`),
+    ...Object.entries(settings).map(([k, v]) => `ALTER ROLE "${role}" IN DATABASE "${database}" SET ${k} = '${v}'`),
+  ];
+  await admin(database, qs);
+}
+
+// Drop database `name` (at the end of a test file).
+async function dropDatabase(name) {
+  await admin(process.env.PGDATABASE || 'postgres', `DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
+}
+
+module.exports = { admin, freshDatabase, loginRole, dropDatabase };
