@@ -557,8 +557,9 @@ sub scenario
 	  or diag(join("\n", map { sprintf("%+.3f s %s %s", $_->{start} - $t_kill, $_->{method}, $_->{target}) } @old_after));
 	my @conflicts = grep { $_->{method} eq 'POST' && $_->{target} =~ m{/frameworks$} && $_->{code} eq '409' } @new_reqs;
 	note("$tag: creates of the new primary answered 409 (and adopted): " . scalar(@conflicts));
-	my @lists = grep { $_->{method} eq 'GET' && $_->{target} =~ m{/frameworks(\?|$)} && $_->{target} !~ /watch=/ } @new_reqs;
-	is(scalar(@lists), 0, "$tag: the new primary resumes the framework watch without listing again");
+	my @lists = grep { $_->{method} eq 'GET' && $_->{target} =~ m{/(frameworks|events)(\?|$)} && $_->{target} !~ /watch=/ } @new_reqs;
+	is(scalar(@lists), 0, "$tag: the new primary resumes the framework and event watches without listing again")
+	  or diag(join("\n", map { $_->{target} } @lists));
 	my @fw_watches = grep { $_->{target} =~ m{/frameworks\?.*watch=} } @new_reqs;
 	my $watch_rv = 0;
 	if (@fw_watches && $fw_watches[0]{target} =~ /resourceVersion=(\d+)/) { $watch_rv = $1; }

@@ -243,6 +243,9 @@ ok(poll($node, q{SELECT last_error LIKE 'WATCH frameworks failed%' FROM paidb.st
 for my $name ('poison1', 'fine1')
 {
 	my $obj = framework($name, 'kube-fake/run-seconds' => '-1');
+	# paidb's own label: if this create wins the race with the sync worker's,
+	# paidb adopts the framework (SPEC §8) instead of failing the job
+	$obj->{metadata}{labels}{'paidb.io/framework'} = $name;
 	my $json = encode_json($obj);
 	$node->safe_psql('postgres', qq{SELECT * FROM paidb.put_framework_request('$json')});
 	create_in_fake($obj);
