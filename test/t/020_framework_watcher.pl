@@ -142,6 +142,7 @@ ok($cut_seen, 'the watcher saw a watch cut in the middle of an event');
 ok(poll($node, qq{SELECT resource_version = $patched_rv FROM paidb.framework WHERE name = 'adopt2'}),
 	'the event that was cut is applied after all');
 my $cut1 = framework('cut1', 'kube-fake/run-seconds' => '0.5');
+$cut1->{metadata}{labels}{'paidb.io/framework'} = 'cut1';    # paidb's: adopted if this create wins
 my $cut1_json = encode_json($cut1);
 $node->safe_psql('postgres', qq{SELECT * FROM paidb.put_framework_request('$cut1_json')});
 create_in_fake($cut1);
@@ -153,6 +154,7 @@ ok(poll($node, q{SELECT state = 'SUCCEEDED' AND request_synced FROM paidb.framew
 # deleting it itself, so it is still in the API server afterwards.
 $fake->fault(status => 500, verb => 'delete', resource => 'frameworks', name => 'done2', count => -1);
 my $done2 = framework('done2', 'kube-fake/run-seconds' => '0.2');
+$done2->{metadata}{labels}{'paidb.io/framework'} = 'done2';    # paidb's: adopted if this create wins
 my $done2_json = encode_json($done2);
 $node->safe_psql('postgres', qq{SELECT * FROM paidb.put_framework_request('$done2_json')});
 create_in_fake($done2);
