@@ -27,8 +27,7 @@ OBJS = \
 	src/k8s_client.o \
 	src/k8s_watch.o \
 	src/k8s_objects.o \
-	src/install_check.o \
-	src/k8s_testing.o
+	src/install_check.o
 
 # Install scripts are listed explicitly (sql/ also holds the regression tests).
 DATA = \
@@ -53,11 +52,20 @@ REGRESS_OPTS = --inputdir=$(srcdir) --dbname=paidb_regression
 # the plain SQL suite that works against any running server.
 PROVE_TESTS = test/t/*.pl
 
+# `make fuzz` (below) links libFuzzer and test/fuzz/paidb_fuzz.c in
+ifdef PAIDB_FUZZ
+OBJS += test/fuzz/paidb_fuzz.o
+PG_CPPFLAGS += -DPAIDB_FUZZING
+SHLIB_LINK += -Wl,-Bsymbolic -Wl,--whole-archive \
+	$(shell $(CC) -print-resource-dir)/lib/linux/libclang_rt.fuzzer_no_main-x86_64.a \
+	-Wl,--no-whole-archive -lstdc++ -lm -lpthread
+endif
+
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
-.PHONY: bench bench-ha pgtap prove
+.PHONY: bench bench-ha pgtap prove asan asan-install fuzz fuzz-install
 # Benchmarks print their own figures and the figure each is compared with.
 bench:
 	bash test/bench/run-bench.sh
@@ -73,3 +81,33 @@ pgtap:
 prove:
 	PATH="$(bindir):$$PATH" PG_REGRESS='$(top_builddir)/src/test/regress/pg_regress' \
 	  $(PROVE) -I '$(top_builddir)/src/test/perl' -I test/t/lib $(PROVE_TESTS)
+
+# AddressSanitizer + UBSan build of paidb and the test module (without JIT
+# bitcode), for test/suites/90_asan.sh: `make asan`, then `make asan-install
+# DESTDIR=...` into a private PostgreSQL whose server preloads libasan.  It
+# replaces the normal build in this tree (it starts with make clean).
+SANITIZE = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
+asan:
+	$(MAKE) clean
+	$(MAKE) -C test/modules/paidb_test clean
+	$(MAKE) with_llvm=no COPT='$(SANITIZE)'
+	$(MAKE) -C test/modules/paidb_test COPT='$(SANITIZE)'
+
+asan-install:
+	$(MAKE) with_llvm=no install
+	$(MAKE) -C test/modules/paidb_test install
+
+# libFuzzer build for test/suites/70_fuzz.sh: paidb.so compiled by clang with
+# coverage, ASan and UBSan, with test/fuzz/paidb_fuzz.c and libFuzzer's
+# runtime linked in; `make fuzz-install DESTDIR=...` puts it into
+# a private PostgreSQL that preloads clang's ASan runtime.  Replaces the
+# normal build in this tree.
+FUZZ_CFLAGS = -O1 -g -fno-strict-aliasing -fwrapv -fno-omit-frame-pointer -Wall \
+	-Wno-unused-command-line-argument -Wno-compound-token-split-by-macro -Wno-ignored-attributes \
+	-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all
+fuzz:
+	$(MAKE) clean PAIDB_FUZZ=1
+	$(MAKE) PAIDB_FUZZ=1 with_llvm=no CC=clang CFLAGS='$(FUZZ_CFLAGS)'
+
+fuzz-install:
+	$(MAKE) install PAIDB_FUZZ=1 with_llvm=no CC=clang CFLAGS='$(FUZZ_CFLAGS)'

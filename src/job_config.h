@@ -22,4 +22,8 @@ typedef struct JobConfigKeys
  */
 extern void paidb_read_job_config(const char *yaml_text, size_t len, JobConfigKeys *out);
 
+#ifdef PAIDB_FUZZING			/* test/fuzz only (make fuzz) */
+extern void paidb_read_job_config_uncached(const char *yaml_text, size_t len, JobConfigKeys *out);
+#endif
+
 #endif							/* PAIDB_JOB_CONFIG_H */

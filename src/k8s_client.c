@@ -658,6 +658,7 @@ k8s_client_reload(K8sClient *client)
 					  (long) Max(paidb_max_rpc_concurrency + 4, 8));
 }
 
+#ifdef PAIDB_TEST_HOOKS
 /* Cancel every request and release everything the client owns */
 void
 k8s_client_destroy(K8sClient *client)
@@ -665,6 +666,7 @@ k8s_client_destroy(K8sClient *client)
 	if (client != NULL)
 		MemoryContextDelete(client->mcxt);
 }
+#endif
 
 /* The namespace of namespaced objects (setting, or in-cluster namespace file) */
 const char *
@@ -680,12 +682,14 @@ k8s_client_base_url(K8sClient *client)
 	return client->base_url;
 }
 
+#ifdef PAIDB_TEST_HOOKS
 /* Number of submitted requests (watches and lists included) not yet finished */
 int
 k8s_client_in_flight(K8sClient *client)
 {
 	return client->nrunning;
 }
+#endif
 
 /* Whether a stat result still describes the file we read the token from */
 static bool
@@ -976,13 +980,6 @@ k8s_request_set_stream(K8sRequest *req, const K8sStreamOps *ops, void *state)
 	req->stream_state = state;
 }
 
-/* Whether the request has finished */
-bool
-k8s_request_finished(const K8sRequest *req)
-{
-	return req->state == K8S_REQ_DONE;
-}
-
 /* The request's result (kind K8S_RESULT_PENDING while it runs) */
 const K8sResult *
 k8s_request_result(const K8sRequest *req)
@@ -1228,6 +1225,9 @@ k8s_request_submit(K8sRequest *req)
 }
 
 /* Milliseconds to wait for a Retry-After value (delay-seconds or HTTP-date); -1 if invalid */
+#ifndef PAIDB_TEST_HOOKS
+static
+#endif
 long
 k8s_retry_after_ms(const char *value)
 {
@@ -1660,6 +1660,7 @@ k8s_request_free(K8sRequest *req)
 		MemoryContextDelete(req->mcxt);
 }
 
+#ifdef PAIDB_TEST_HOOKS
 /* What k8s_perform_request waits for */
 typedef struct PerformWait
 {
@@ -1705,18 +1706,7 @@ k8s_perform_request(K8sRequest *req, uint32 wait_event_info)
 	if (w.others && (!dlist_is_empty(&client->done) || client->nrunning > 0))
 		client->new_results++;
 }
-
-/* Blocking request: build, submit and wait; the caller frees the result */
-K8sRequest *
-k8s_perform(K8sClient *client, K8sMethod method, const char *path,
-			const char *content_type, const char *body, size_t body_len,
-			uint32 wait_event_info)
-{
-	K8sRequest *req = k8s_request_new(client, method, path, content_type, body, body_len);
-
-	k8s_perform_request(req, wait_event_info);
-	return req;
-}
+#endif
 
 /* ---------------------------------------------------------------------
  * results

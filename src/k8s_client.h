@@ -118,8 +118,10 @@ extern K8sClient *k8s_client_create(MemoryContext parent);
 /* Re-read the settings (after SIGHUP); requests in flight are not affected */
 extern void k8s_client_reload(K8sClient *client);
 
+#ifdef PAIDB_TEST_HOOKS			/* test/modules/paidb_test only */
 /* Cancel every request and release everything the client owns */
 extern void k8s_client_destroy(K8sClient *client);
+#endif
 
 /* The namespace of namespaced objects (setting, or in-cluster namespace file) */
 extern const char *k8s_client_namespace(K8sClient *client);
@@ -127,8 +129,10 @@ extern const char *k8s_client_namespace(K8sClient *client);
 /* The API server base URL in use, or NULL if none is configured */
 extern const char *k8s_client_base_url(K8sClient *client);
 
+#ifdef PAIDB_TEST_HOOKS			/* test/modules/paidb_test only */
 /* Number of submitted requests (watches and lists included) not yet finished */
 extern int	k8s_client_in_flight(K8sClient *client);
+#endif
 
 /*
  * Wait up to timeout_ms (-1: no limit) on latch, postmaster death and the
@@ -185,9 +189,6 @@ extern void k8s_request_set_stream(K8sRequest *req, const K8sStreamOps *ops, voi
  * configuration fails it at once, as K8S_RESULT_TRANSPORT) */
 extern void k8s_request_submit(K8sRequest *req);
 
-/* Whether the request has finished */
-extern bool k8s_request_finished(const K8sRequest *req);
-
 /* The request's result (kind K8S_RESULT_PENDING while it runs) */
 extern const K8sResult *k8s_request_result(const K8sRequest *req);
 
@@ -204,6 +205,7 @@ extern MemoryContext k8s_request_context(const K8sRequest *req);
 /* Cancel the request if it is running, and free it and everything it owns */
 extern void k8s_request_free(K8sRequest *req);
 
+#ifdef PAIDB_TEST_HOOKS			/* test/modules/paidb_test only */
 /*
  * Submit req and wait until it finishes, on the same wait loop (other
  * requests progress meanwhile).  CHECK_FOR_INTERRUPTS() runs every turn; on
@@ -211,19 +213,18 @@ extern void k8s_request_free(K8sRequest *req);
  * waiting is not lost: the latch is set again before returning.
  */
 extern void k8s_perform_request(K8sRequest *req, uint32 wait_event_info);
+#endif
 
-/* Blocking request: build, submit and wait; the caller frees the result */
-extern K8sRequest *k8s_perform(K8sClient *client, K8sMethod method, const char *path,
-							   const char *content_type, const char *body,
-							   size_t body_len, uint32 wait_event_info);
 
 /* ---- results ---- */
 
 /* Name of a result kind: "ok", "http_error", "transport", "timeout", "pending" */
 extern const char *k8s_result_kind_name(K8sResultKind kind);
 
+#ifdef PAIDB_TEST_HOOKS			/* test/modules/paidb_test only */
 /* Milliseconds to wait for a Retry-After value (delay-seconds or HTTP-date); -1 if invalid */
 extern long k8s_retry_after_ms(const char *value);
+#endif
 
 /* Whether the result means 410 Gone / Expired (list again from scratch) */
 extern bool k8s_result_is_gone(const K8sResult *res);

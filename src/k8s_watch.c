@@ -858,6 +858,7 @@ k8s_watch_start(K8sClient *client, const char *collection_path,
 	return w;
 }
 
+#ifdef PAIDB_TEST_HOOKS
 /* Name of an event type ("ADDED", ...) */
 const char *
 k8s_watch_event_type_name(K8sWatchEventType type)
@@ -866,6 +867,7 @@ k8s_watch_event_type_name(K8sWatchEventType type)
 		return "UNKNOWN";
 	return k8s_event_type_names[type];
 }
+#endif
 
 /* Map a type string to its enum value */
 static K8sWatchEventType
@@ -1054,6 +1056,7 @@ k8s_watch_free(K8sWatch *watch)
 		k8s_request_free(watch->req);
 }
 
+#ifdef PAIDB_TEST_HOOKS
 /* Free an event returned by k8s_watch_next_event */
 void
 k8s_watch_event_free(K8sWatchEvent *event)
@@ -1074,6 +1077,7 @@ k8s_watch_event_free(K8sWatchEvent *event)
 		pfree(event->error_message);
 	pfree(event);
 }
+#endif
 
 /* ---------------------------------------------------------------------
  * paged list
@@ -1448,6 +1452,7 @@ list_item_ready(void *arg, int wait_rc)
 	return w->item != NULL || w->list->finished;
 }
 
+#ifdef PAIDB_TEST_HOOKS
 /* Next item, waiting for it (interrupts honoured); NULL when the page is over */
 K8sListItem *
 k8s_list_next_item_wait(K8sList *list, uint32 wait_event_info)
@@ -1458,6 +1463,7 @@ k8s_list_next_item_wait(K8sList *list, uint32 wait_event_info)
 									list_item_ready, &w);
 	return w.item;
 }
+#endif
 
 /* Whether the page is over (transfer ended and every item taken) */
 bool
@@ -1487,19 +1493,23 @@ k8s_list_continue(K8sList *list)
 	return list->continue_token;
 }
 
+#ifdef PAIDB_TEST_HOOKS
 /* metadata.remainingItemCount, or -1 if absent */
 int64
 k8s_list_remaining_item_count(K8sList *list)
 {
 	return list->remaining;
 }
+#endif
 
+#ifdef PAIDB_TEST_HOOKS
 /* Number of items received on this page so far */
 int
 k8s_list_item_count(K8sList *list)
 {
 	return list->nitems;
 }
+#endif
 
 /* The underlying request (for k8s_log_failure, user data) */
 K8sRequest *
@@ -1516,6 +1526,7 @@ k8s_list_free(K8sList *list)
 		k8s_request_free(list->req);
 }
 
+#ifdef PAIDB_TEST_HOOKS
 /* Free an item returned by k8s_list_next_item */
 void
 k8s_list_item_free(K8sListItem *item)
@@ -1530,3 +1541,72 @@ k8s_list_item_free(K8sListItem *item)
 		pfree(item->resource_version);
 	pfree(item);
 }
+#endif
+
+#ifdef PAIDB_FUZZING
+/* ---------------------------------------------------------------------
+ * fuzzing entry points (test/fuzz, `make fuzz` only): the watch and list
+ * parsers on an unsubmitted request, fed bytes as if the server sent them
+ * ---------------------------------------------------------------------
+ */
+
+/* A watch parser on req (never submitted); freed with req */
+K8sWatch *
+k8s_watch_fuzz_new(K8sRequest *req)
+{
+	K8sWatch   *w = MemoryContextAllocZero(k8s_request_context(req), sizeof(K8sWatch));
+
+	w->req = req;
+	w->end = K8S_WATCH_OPEN;
+	dlist_init(&w->queue);
+	k8s_request_set_stream(req, &k8s_watch_ops, w);
+	w->tok = k8s_new_tokener();
+	return w;
+}
+
+/* Feed watch-stream bytes (-1: the stream is bad), or end it with res */
+int
+k8s_watch_fuzz_feed(K8sWatch *w, const char *data, size_t len, K8sResult *res)
+{
+	if (res != NULL)
+	{
+		k8s_watch_ops.finish(w->req, w, res);
+		return 0;
+	}
+	return k8s_watch_ops.consume(w->req, w, data, len);
+}
+
+/* A list parser on req (never submitted); freed with req */
+K8sList *
+k8s_list_fuzz_new(K8sRequest *req)
+{
+	K8sList    *l = MemoryContextAllocZero(k8s_request_context(req), sizeof(K8sList));
+
+	l->req = req;
+	l->state = LS_START;
+	l->remaining = -1;
+	dlist_init(&l->queue);
+	k8s_request_set_stream(req, &k8s_list_ops, l);
+	l->tok = k8s_new_tokener();
+	return l;
+}
+
+/* Feed LIST bytes (-1: the body is bad), or end it with res */
+int
+k8s_list_fuzz_feed(K8sList *l, const char *data, size_t len, K8sResult *res)
+{
+	if (res != NULL)
+	{
+		k8s_list_ops.finish(l->req, l, res);
+		return 0;
+	}
+	return k8s_list_ops.consume(l->req, l, data, len);
+}
+
+/* remainingItemCount of a fuzzed list */
+int64
+k8s_list_fuzz_remaining(K8sList *l)
+{
+	return l->remaining;
+}
+#endif

@@ -166,11 +166,15 @@ extern K8sRequest *k8s_watch_request(K8sWatch *watch);
 /* Stop the watch if it runs and free it with its queued events */
 extern void k8s_watch_free(K8sWatch *watch);
 
+#ifdef PAIDB_TEST_HOOKS			/* test/modules/paidb_test only */
 /* Name of an event type ("ADDED", ...) */
 extern const char *k8s_watch_event_type_name(K8sWatchEventType type);
+#endif
 
+#ifdef PAIDB_TEST_HOOKS			/* test/modules/paidb_test only */
 /* Free an event returned by k8s_watch_next_event */
 extern void k8s_watch_event_free(K8sWatchEvent *event);
+#endif
 
 /* ---- paged list ---- */
 
@@ -181,8 +185,10 @@ extern K8sList *k8s_list_start(K8sClient *client, const char *collection_path,
 /* Next item already received, or NULL if none is queued now */
 extern K8sListItem *k8s_list_next_item(K8sList *list);
 
+#ifdef PAIDB_TEST_HOOKS			/* test/modules/paidb_test only */
 /* Next item, waiting for it (interrupts honoured); NULL when the page is over */
 extern K8sListItem *k8s_list_next_item_wait(K8sList *list, uint32 wait_event_info);
+#endif
 
 /* Whether the page is over (transfer ended and every item taken) */
 extern bool k8s_list_finished(K8sList *list);
@@ -196,11 +202,15 @@ extern const char *k8s_list_resource_version(K8sList *list);
 /* metadata.continue of the list, or NULL if this is the last page */
 extern const char *k8s_list_continue(K8sList *list);
 
+#ifdef PAIDB_TEST_HOOKS			/* test/modules/paidb_test only */
 /* metadata.remainingItemCount, or -1 if absent */
 extern int64 k8s_list_remaining_item_count(K8sList *list);
+#endif
 
+#ifdef PAIDB_TEST_HOOKS			/* test/modules/paidb_test only */
 /* Number of items received on this page so far */
 extern int	k8s_list_item_count(K8sList *list);
+#endif
 
 /* The underlying request (for k8s_log_failure, user data) */
 extern K8sRequest *k8s_list_request(K8sList *list);
@@ -208,7 +218,17 @@ extern K8sRequest *k8s_list_request(K8sList *list);
 /* Stop the list request if it runs and free it with its queued items */
 extern void k8s_list_free(K8sList *list);
 
+#ifdef PAIDB_TEST_HOOKS			/* test/modules/paidb_test only */
 /* Free an item returned by k8s_list_next_item */
 extern void k8s_list_item_free(K8sListItem *item);
+#endif
+
+#ifdef PAIDB_FUZZING			/* test/fuzz only (make fuzz) */
+extern K8sWatch *k8s_watch_fuzz_new(K8sRequest *req);
+extern int	k8s_watch_fuzz_feed(K8sWatch *w, const char *data, size_t len, K8sResult *res);
+extern K8sList *k8s_list_fuzz_new(K8sRequest *req);
+extern int	k8s_list_fuzz_feed(K8sList *l, const char *data, size_t len, K8sResult *res);
+extern int64 k8s_list_fuzz_remaining(K8sList *l);
+#endif
 
 #endif							/* PAIDB_K8S_WATCH_H */

@@ -43,6 +43,15 @@ paidb_build_install() {
     paidb_private_pg || return 1
     make -C "$src" -s -j2 >/dev/null || { make -C "$src"; return 1; }
     make -C "$src" -s install ${PAIDB_PG_ROOT:+DESTDIR="$PAIDB_PG_ROOT"} >/dev/null || return 1
+    paidb_build_install_test_module "$src"
+}
+
+# Build and install the test-only module test/modules/paidb_test (the
+# client's SQL hooks; never part of a release) from $1 [make variables...].
+paidb_build_install_test_module() {
+    local dir=$1/test/modules/paidb_test; shift
+    make -C "$dir" -s -j2 "$@" >/dev/null || { make -C "$dir" "$@"; return 1; }
+    make -C "$dir" -s install "$@" ${PAIDB_PG_ROOT:+DESTDIR="$PAIDB_PG_ROOT"} >/dev/null
 }
 
 # With PAIDB_PG_ROOT set: a private copy of the system's PostgreSQL 15 there

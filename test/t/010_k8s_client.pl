@@ -1,7 +1,8 @@
 
 # Tests of the Kubernetes client (src/k8s_client.c, src/k8s_watch.c) against
-# test/kube-fake, through the test-only SQL functions of src/k8s_testing.c.
-# The extension itself is not created: the functions are declared here.
+# test/kube-fake, through the test-only module test/modules/paidb_test (paidb
+# preloaded per session for its settings).  The extension itself is not
+# created: the functions are declared here.
 
 use strict;
 use warnings;
@@ -61,40 +62,62 @@ paidb.k8s_api_server = '@{[ $fake->url ]}'
 paidb.k8s_token_file = '$pg_token_file'
 paidb.k8s_timeout = '10s'
 paidb.list_page_size = 3
+session_preload_libraries = 'paidb'
 });
 $node->start;
 
 # the library under test (PAIDB_TEST_LIB: another build, e.g. for a mutation check)
-my $lib = $ENV{PAIDB_TEST_LIB} // '$libdir/paidb';
+my $lib = $ENV{PAIDB_TEST_LIB} // '$libdir/paidb_test';
 my $decl = q{
 CREATE FUNCTION paidb_test_k8s_request(verb text, path text, body text DEFAULT NULL,
 	timeout_ms int DEFAULT 0) RETURNS jsonb
-	AS '$libdir/paidb', 'paidb_test_k8s_request' LANGUAGE C;
+	AS '$libdir/paidb_test', 'paidb_test_k8s_request' LANGUAGE C;
 CREATE FUNCTION paidb_test_k8s_path(kind text, name text DEFAULT NULL, ns text DEFAULT NULL,
 	qkey text DEFAULT NULL, qvalue text DEFAULT NULL) RETURNS text
-	AS '$libdir/paidb', 'paidb_test_k8s_path' LANGUAGE C;
+	AS '$libdir/paidb_test', 'paidb_test_k8s_path' LANGUAGE C;
 CREATE FUNCTION paidb_test_k8s_list(path text, page_limit int DEFAULT 0,
 	max_pages int DEFAULT 1000, continue_token text DEFAULT NULL) RETURNS jsonb
-	AS '$libdir/paidb', 'paidb_test_k8s_list' LANGUAGE C;
+	AS '$libdir/paidb_test', 'paidb_test_k8s_list' LANGUAGE C;
 CREATE FUNCTION paidb_test_k8s_watch(path text, resource_version text,
 	max_events int DEFAULT 0, timeout_s int DEFAULT 0, wall_ms int DEFAULT 10000,
 	bookmarks bool DEFAULT true, idle_s int DEFAULT 0, jitter bool DEFAULT false)
 	RETURNS jsonb
-	AS '$libdir/paidb', 'paidb_test_k8s_watch' LANGUAGE C;
+	AS '$libdir/paidb_test', 'paidb_test_k8s_watch' LANGUAGE C;
 CREATE FUNCTION paidb_test_k8s_concurrent(path text, n int, timeout_ms int DEFAULT 0)
 	RETURNS jsonb
-	AS '$libdir/paidb', 'paidb_test_k8s_concurrent' LANGUAGE C;
+	AS '$libdir/paidb_test', 'paidb_test_k8s_concurrent' LANGUAGE C;
 CREATE FUNCTION paidb_test_k8s_in_flight() RETURNS int
-	AS '$libdir/paidb', 'paidb_test_k8s_in_flight' LANGUAGE C;
+	AS '$libdir/paidb_test', 'paidb_test_k8s_in_flight' LANGUAGE C;
 CREATE FUNCTION paidb_test_k8s_reset() RETURNS void
-	AS '$libdir/paidb', 'paidb_test_k8s_reset' LANGUAGE C;
+	AS '$libdir/paidb_test', 'paidb_test_k8s_reset' LANGUAGE C;
 CREATE FUNCTION paidb_test_k8s_config() RETURNS jsonb
-	AS '$libdir/paidb', 'paidb_test_k8s_config' LANGUAGE C;
+	AS '$libdir/paidb_test', 'paidb_test_k8s_config' LANGUAGE C;
 CREATE FUNCTION paidb_test_k8s_retry_after(value text) RETURNS bigint
-	AS '$libdir/paidb', 'paidb_test_k8s_retry_after' LANGUAGE C;
+	AS '$libdir/paidb_test', 'paidb_test_k8s_retry_after' LANGUAGE C;
 };
-$decl =~ s/'\$libdir\/paidb'/'$lib'/g;
+$decl =~ s/'\$libdir\/paidb_test'/'$lib'/g;
 $node->safe_psql('postgres', $decl);
+
+# The hooks live only in the test module: the production library exports
+# neither them nor the accessors only they use (PAIDB_TEST_HOOKS).
+{
+	my $pkglibdir = $node->config_data('--pkglibdir');
+	my %prod = map { (split ' ')[2] => 1 }
+	  grep { / T / } `nm -D --defined-only $pkglibdir/paidb.so`;
+	my %test = map { (split ' ')[2] => 1 }
+	  grep { / T / } `nm -D --defined-only $pkglibdir/paidb_test.so`;
+	ok(scalar(keys %prod) > 20 && $prod{k8s_request_submit},
+		'nm lists the production library\'s exports');
+	for my $f (qw(paidb_test_k8s_request paidb_test_k8s_watch k8s_client_destroy
+		k8s_client_in_flight k8s_perform_request k8s_retry_after_ms
+		k8s_watch_event_type_name k8s_watch_event_free
+		k8s_list_next_item_wait k8s_list_remaining_item_count k8s_list_item_count
+		k8s_list_item_free))
+	{
+		ok(!$prod{$f}, "paidb.so does not export $f");
+		ok($test{$f} || $f eq 'k8s_watch_event_type_name', "paidb_test.so has $f");
+	}
+}
 
 # SQL literal of a Perl string (or NULL)
 sub lit

@@ -1,18 +1,22 @@
 /*
- * k8s_testing.c — SQL-callable functions that exercise the Kubernetes client
- * (k8s_client.c, k8s_watch.c) from tests.
+ * paidb_test.c — test-only SQL functions that exercise paidb's Kubernetes
+ * client (src/k8s_client.c, src/k8s_watch.c), for test/t/010_k8s_client.pl.
  *
- * The extension's install script does NOT declare these functions; a test
- * declares the ones it needs itself, e.g.
+ * They send any verb to any path with paidb's credentials, so they are not
+ * in the production library: this module is built and installed only by the
+ * tests (test/lib/common.sh), with its own build of the client sources
+ * (PAIDB_TEST_HOOKS adds the accessors only tests need; see the Makefile).
+ * paidb must be loaded first (session_preload_libraries = 'paidb'): the
+ * client reads paidb's settings.  A test declares the functions it needs:
  *
  *		CREATE FUNCTION paidb_test_k8s_request(text, text, text DEFAULT NULL,
  *			int DEFAULT 0) RETURNS jsonb
- *			AS '$libdir/paidb', 'paidb_test_k8s_request' LANGUAGE C;
+ *			AS '$libdir/paidb_test', 'paidb_test_k8s_request' LANGUAGE C;
  *
- * so in a normal installation they cannot be called.  They use one client
- * per session, kept in TopMemoryContext like a worker keeps its own, and
- * re-read the settings at each call (as a worker does after SIGHUP).  Results
- * are jsonb documents; they never contain the bearer token.
+ * They use one client per session, kept in TopMemoryContext like a worker
+ * keeps its own, and re-read the settings at each call (as a worker does
+ * after SIGHUP).  Results are jsonb documents; they never contain the bearer
+ * token.
  */
 #include "postgres.h"
 
@@ -28,6 +32,8 @@
 
 #include "k8s_client.h"
 #include "k8s_watch.h"
+
+PG_MODULE_MAGIC;
 
 PG_FUNCTION_INFO_V1(paidb_test_k8s_request);
 PG_FUNCTION_INFO_V1(paidb_test_k8s_path);
