@@ -1435,6 +1435,7 @@ k8s_list_next_item(K8sList *list)
 	return it;
 }
 
+#ifdef PAIDB_TEST_HOOKS
 /* What k8s_list_next_item_wait waits for */
 typedef struct ListWait
 {
@@ -1452,7 +1453,6 @@ list_item_ready(void *arg, int wait_rc)
 	return w->item != NULL || w->list->finished;
 }
 
-#ifdef PAIDB_TEST_HOOKS
 /* Next item, waiting for it (interrupts honoured); NULL when the page is over */
 K8sListItem *
 k8s_list_next_item_wait(K8sList *list, uint32 wait_event_info)
