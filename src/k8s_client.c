@@ -56,6 +56,9 @@
 
 static const char *k8s_user_agent(void);
 
+/* Bytes of a streamed body buffered before the transfer is paused for the parser */
+#define K8S_STREAM_HOLD_BYTES	(1024 * 1024)
+
 /* One socket curl asked us to watch */
 typedef struct K8sSocket
 {
@@ -144,6 +147,7 @@ struct K8sRequest
 	bool		stream_cleaned;
 	bool		streaming;
 	bool		stream_failed;	/* consume() gave up: stop the transfer */
+	bool		stream_paused;	/* held back until the parser took the buffer */
 
 	K8sResult	result;
 };
@@ -244,6 +248,13 @@ k8s_write_cb(char *data, size_t size, size_t nmemb, void *userp)
 
 	if (len == 0)
 		return 0;
+	/* a stream waits while its parser has not taken what came (curl keeps this chunk) */
+	if (req->stream_ops != NULL && req->cb_status >= 200 && req->cb_status < 300 &&
+		req->buf_len >= K8S_STREAM_HOLD_BYTES)
+	{
+		req->stream_paused = true;
+		return CURL_WRITEFUNC_PAUSE;
+	}
 	if (req->buf_len + len + 1 > req->buf_cap)
 	{
 		size_t		need = req->buf_len + len + 1;
@@ -1473,6 +1484,18 @@ k8s_client_collect(K8sClient *client)
 		if (req->stream_ops && req->buf_len > 0)
 		{
 			k8s_request_flush_stream(req);
+			/* the parser has it all: let curl go on (it may deliver at once) */
+			while (req->stream_paused && !req->stream_failed && req->easy != NULL)
+			{
+				sigset_t	saved;
+
+				req->stream_paused = false;
+				k8s_block_signals(&saved);
+				curl_easy_pause(req->easy, CURLPAUSE_CONT);
+				k8s_restore_signals(&saved);
+				if (req->buf_len > 0)
+					k8s_request_flush_stream(req);
+			}
 			/* an unusable stream is not read to its end */
 			if (req->stream_failed)
 				k8s_request_complete(req, CURLE_WRITE_ERROR);

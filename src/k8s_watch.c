@@ -85,7 +85,9 @@ typedef struct K8sNoted
 typedef struct K8sFramer
 {
 	MemoryContext mcxt;
-	size_t		cap;			/* bytes of one value kept at most */
+	size_t		cap;			/* bytes of one value kept at most; 0: the
+								 * current paidb.max_object_bytes + slack */
+	size_t		slack;
 	bool		watch;			/* value is a watch event: notes under "object" */
 	/* the value being framed */
 	bool		active;
@@ -127,6 +129,7 @@ typedef struct K8sFrame
 	char	   *type;			/* decoded notes, or NULL */
 	char	   *name;
 	char	   *rv;
+	bool		name_too_long;	/* a metadata.name beyond K8S_FRAME_NOTE_MAX */
 	size_t		obj_start;		/* watch: the object inside text */
 	size_t		obj_len;
 } K8sFrame;
@@ -200,13 +203,21 @@ static const char *const k8s_note_paths[NOTE_COUNT][3] = {
 
 /* Set up a framer keeping at most cap bytes of a value */
 static void
-k8s_framer_init(K8sFramer *fr, MemoryContext mcxt, size_t cap, bool watch)
+k8s_framer_init(K8sFramer *fr, MemoryContext mcxt, size_t cap, size_t slack, bool watch)
 {
 	memset(fr, 0, sizeof(*fr));
 	fr->mcxt = mcxt;
 	fr->cap = cap;
+	fr->slack = slack;
 	fr->watch = watch;
 	fr->note = -1;
+}
+
+/* The framer's limit now (a reload may lower paidb.max_object_bytes mid-stream) */
+static size_t
+k8s_framer_cap(const K8sFramer *fr)
+{
+	return fr->cap != 0 ? fr->cap : (size_t) paidb_max_object_bytes + fr->slack;
 }
 
 /* Forget the value framed (its buffer was taken or is freed) */
@@ -215,11 +226,12 @@ k8s_framer_reset(K8sFramer *fr)
 {
 	MemoryContext mcxt = fr->mcxt;
 	size_t		cap = fr->cap;
+	size_t		slack = fr->slack;
 	bool		watch = fr->watch;
 
 	if (fr->buf)
 		pfree(fr->buf);
-	k8s_framer_init(fr, mcxt, cap, watch);
+	k8s_framer_init(fr, mcxt, cap, slack, watch);
 }
 
 /* Depth and path of note n: watch events have it one level down, under "object" */
@@ -320,9 +332,11 @@ k8s_framer_value_start(K8sFramer *fr, int d, char c, size_t pos)
 static void
 k8s_framer_keep(K8sFramer *fr, const char *data, size_t n)
 {
+	size_t		cap = k8s_framer_cap(fr);
+
 	if (n == 0)
 		return;
-	if (!fr->oversized && fr->buf_len + n > fr->cap)
+	if (!fr->oversized && fr->buf_len + n > cap)
 	{
 		/* checked before the buffer grows: nothing beyond the cap is held */
 		fr->oversized = true;
@@ -339,7 +353,7 @@ k8s_framer_keep(K8sFramer *fr, const char *data, size_t n)
 
 			while (newcap < fr->buf_len + n + 1)
 				newcap *= 2;
-			newcap = Min(newcap, fr->cap + 1);
+			newcap = Min(newcap, cap + 1);
 			if (fr->buf == NULL)
 				fr->buf = MemoryContextAlloc(fr->mcxt, newcap);
 			else
@@ -586,6 +600,7 @@ k8s_framer_take(K8sFramer *fr, MemoryContext mcxt)
 	f->type = k8s_noted_string(mcxt, &fr->notes[NOTE_TYPE]);
 	f->name = k8s_noted_string(mcxt, &fr->notes[NOTE_NAME]);
 	f->rv = k8s_noted_string(mcxt, &fr->notes[NOTE_RV]);
+	f->name_too_long = fr->notes[NOTE_NAME].set && fr->notes[NOTE_NAME].too_long;
 	if (fr->watch)
 	{
 		f->first = fr->obj_first;
@@ -840,8 +855,7 @@ k8s_watch_start(K8sClient *client, const char *collection_path,
 		dlist_init(&w->queue);
 		if (start_rv != NULL)
 			w->last_rv = MemoryContextStrdup(k8s_request_context(req), start_rv);
-		k8s_framer_init(&w->fr, k8s_request_context(req),
-						(size_t) paidb_max_object_bytes + K8S_EVENT_SLACK, true);
+		k8s_framer_init(&w->fr, k8s_request_context(req), 0, K8S_EVENT_SLACK, true);
 		k8s_request_set_stream(req, &k8s_watch_ops, w);
 
 		/* the server ends the watch; our deadline only catches a dead one */
@@ -918,6 +932,7 @@ k8s_watch_next_event(K8sWatch *watch)
 {
 	K8sFrame   *f;
 	K8sWatchEvent *e;
+	bool		name_too_long;
 
 	f = k8s_queue_pop(&watch->queue, &watch->nqueued);
 	if (f == NULL)
@@ -929,6 +944,7 @@ k8s_watch_next_event(K8sWatch *watch)
 		f->type ? pstrdup(f->type) : pstrdup("(none)");
 	e->name = k8s_pstrdup_or_null(f->name);
 	e->resource_version = k8s_pstrdup_or_null(f->rv);
+	name_too_long = f->name_too_long;
 	if (f->oversized || f->obj_len > (size_t) paidb_max_object_bytes)
 	{
 		e->oversized = true;
@@ -957,7 +973,8 @@ k8s_watch_next_event(K8sWatch *watch)
 	else if (e->type == K8S_WATCH_BOOKMARK && e->resource_version == NULL)
 		e->problem = "the bookmark has no metadata.resourceVersion";
 	else if (e->type != K8S_WATCH_BOOKMARK && e->name == NULL)
-		e->problem = "its object has no metadata.name";
+		e->problem = name_too_long ? "its object has a metadata.name of more than 1 kB" :
+			"its object has no metadata.name";
 
 	/* a position must be one the server can be asked for again */
 	if (e->problem == NULL && e->type != K8S_WATCH_ERROR && e->resource_version != NULL)
@@ -1190,8 +1207,11 @@ k8s_list_item_done(K8sList *l)
 	}
 	if (f->name == NULL || f->name[0] == '\0')
 	{
+		bool		too_long = f->name_too_long;
+
 		k8s_frame_free(f);
-		k8s_list_set_bad(l, psprintf("item %d has no metadata.name", l->nitems + 1));
+		k8s_list_set_bad(l, psprintf(too_long ? "item %d has a metadata.name of more than 1 kB" :
+									 "item %d has no metadata.name", l->nitems + 1));
 		return false;
 	}
 	dlist_push_tail(&l->queue, &f->node);
@@ -1396,9 +1416,8 @@ k8s_list_start(K8sClient *client, const char *collection_path,
 		l->state = LS_START;
 		l->remaining = -1;
 		dlist_init(&l->queue);
-		k8s_framer_init(&l->fr, k8s_request_context(req), K8S_LIST_MEMBER_MAX, false);
-		k8s_framer_init(&l->item_fr, k8s_request_context(req),
-						(size_t) paidb_max_object_bytes, false);
+		k8s_framer_init(&l->fr, k8s_request_context(req), K8S_LIST_MEMBER_MAX, 0, false);
+		k8s_framer_init(&l->item_fr, k8s_request_context(req), 0, 0, false);
 		k8s_request_set_stream(req, &k8s_list_ops, l);
 		k8s_request_submit(req);
 	}
@@ -1559,8 +1578,8 @@ k8s_watch_fuzz_new(K8sRequest *req)
 	w->req = req;
 	w->end = K8S_WATCH_OPEN;
 	dlist_init(&w->queue);
+	k8s_framer_init(&w->fr, k8s_request_context(req), 0, K8S_EVENT_SLACK, true);
 	k8s_request_set_stream(req, &k8s_watch_ops, w);
-	w->tok = k8s_new_tokener();
 	return w;
 }
 
@@ -1586,8 +1605,9 @@ k8s_list_fuzz_new(K8sRequest *req)
 	l->state = LS_START;
 	l->remaining = -1;
 	dlist_init(&l->queue);
+	k8s_framer_init(&l->fr, k8s_request_context(req), K8S_LIST_MEMBER_MAX, 0, false);
+	k8s_framer_init(&l->item_fr, k8s_request_context(req), 0, 0, false);
 	k8s_request_set_stream(req, &k8s_list_ops, l);
-	l->tok = k8s_new_tokener();
 	return l;
 }
 

@@ -361,11 +361,12 @@ gunzip(const char *in, int inlen, StringInfo out, char **error)
 								  zs.msg ? zs.msg : "unknown zlib error");
 				break;
 			}
-			if ((Size) out->len + (sizeof(buf) - zs.avail_out) >= MaxAllocSize / 2)
-			{
-				*error = "taskRoleStatusesCompressed decompresses to more than 512 MB";
-				break;
-			}
+			/* a zip bomb is refused like any object over the limit (SPEC §8) */
+			if ((Size) out->len + (sizeof(buf) - zs.avail_out) > (Size) paidb_max_object_bytes)
+				ereport(ERROR,
+						(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+						 errmsg("taskRoleStatusesCompressed decompresses to more than paidb.max_object_bytes (%d bytes)",
+								paidb_max_object_bytes)));
 			appendBinaryStringInfo(out, buf, sizeof(buf) - zs.avail_out);
 			if (rc == Z_STREAM_END)
 			{

@@ -61,7 +61,7 @@
 /* A watch that ends sooner than this without any event counts as a failure */
 #define WATCH_MIN_HEALTHY_MS	1000
 
-/* A watch that lasted this long before its 410 does not count towards the re-list backoff */
+/* A first watch that lasted this long before its 410 does not count towards the re-list backoff */
 #define RELIST_HEALTHY_MS		60000
 
 /* Rows fetched at a time while looking for frameworks that disappeared */
@@ -133,7 +133,8 @@ struct Reflector
 	bool		adopt_in_watch; /* new timeline: the watch adopts too */
 	HTAB	   *seen;			/* names listed so far (reconcile) */
 	int			failures;		/* consecutive failed rounds */
-	int			relists;		/* consecutive watches ended by 410 soon */
+	int			relists;		/* LISTs in a row whose first watch got 410 at once */
+	bool		just_listed;	/* no watch since the last LIST */
 	long		retry_after_ms; /* the server's Retry-After, or -1 */
 	char		failure[256];	/* why the last round failed */
 	/* the batch */
@@ -494,6 +495,49 @@ apply_error_callback(void *arg)
 	errcontext("%s event of \"%s\"", item->type, item->name ? item->name : "(no name)");
 }
 
+/* What apply_run goes through, and how far it got */
+typedef struct ApplyRun
+{
+	Reflector  *r;
+	WatchItem  *items;
+	int			n;
+	ApplyFn		fn;
+	int			i;				/* the item being applied */
+	int			done;
+	int			skipped;
+} ApplyRun;
+
+/* Apply the run's items one after the other (inside a subtransaction). */
+static void
+apply_run(void *arg)
+{
+	ApplyRun   *run = (ApplyRun *) arg;
+	MemoryContext oldcxt = CurrentMemoryContext;
+
+	for (run->i = 0; run->i < run->n; run->i++)
+	{
+		WatchItem  *item = &run->items[run->i];
+		ErrorContextCallback errcb;
+		ApplyOutcome outcome;
+
+		CHECK_FOR_INTERRUPTS();
+		paidb_exit_if_postmaster_died();
+		errcb.callback = apply_error_callback;
+		errcb.arg = item;
+		errcb.previous = error_context_stack;
+		error_context_stack = &errcb;
+		MemoryContextSwitchTo(run->r->item_cxt);
+		outcome = run->fn(run->r, item);
+		MemoryContextSwitchTo(oldcxt);
+		error_context_stack = errcb.previous;
+		MemoryContextReset(run->r->item_cxt);
+		if (outcome == APPLY_DONE)
+			run->done++;
+		else
+			run->skipped++;
+	}
+}
+
 /*
  * Apply items[0..n) inside one subtransaction.  On error the subtransaction
  * is rolled back and false returned (with a WARNING when `warn`); counters
@@ -502,78 +546,37 @@ apply_error_callback(void *arg)
 static bool
 apply_protected(Reflector *r, WatchItem *items, int n, ApplyFn fn, bool warn)
 {
-	MemoryContext oldcxt = CurrentMemoryContext;
-	ResourceOwner oldowner = CurrentResourceOwner;
-	volatile int done = 0;
-	volatile int skipped = 0;
-	volatile int i = 0;
+	ApplyRun	run = {r, items, n, fn, 0, 0, 0};
+	ErrorData  *edata;
+	WatchItem  *bad;
 
-	BeginInternalSubTransaction(NULL);
-	MemoryContextSwitchTo(oldcxt);
-	PG_TRY();
+	edata = paidb_run_in_subxact(apply_run, &run, r->batch_cxt);
+	MemoryContextReset(r->item_cxt);
+	if (edata == NULL)
 	{
-		for (i = 0; i < n; i++)
-		{
-			ApplyOutcome outcome;
-			ErrorContextCallback errcb;
-
-			CHECK_FOR_INTERRUPTS();
-			paidb_exit_if_postmaster_died();
-			errcb.callback = apply_error_callback;
-			errcb.arg = &items[i];
-			errcb.previous = error_context_stack;
-			error_context_stack = &errcb;
-			MemoryContextSwitchTo(r->item_cxt);
-			outcome = fn(r, &items[i]);
-			MemoryContextSwitchTo(oldcxt);
-			error_context_stack = errcb.previous;
-			MemoryContextReset(r->item_cxt);
-			if (outcome == APPLY_DONE)
-				done++;
-			else
-				skipped++;
-		}
-		ReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(oldcxt);
-		CurrentResourceOwner = oldowner;
+		r->applied += run.done;
+		r->skipped += run.skipped;
+		return true;
 	}
-	PG_CATCH();
+	bad = &items[Min(run.i, n - 1)];
+	if (error_is_systemic(edata))
+		ReThrowError(edata);
+	if (warn)
 	{
-		ErrorData  *edata;
-		WatchItem  *bad = &items[Min(i, n - 1)];
-
-		MemoryContextSwitchTo(r->batch_cxt);
-		edata = CopyErrorData();
-		FlushErrorState();
-		RollbackAndReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(oldcxt);
-		CurrentResourceOwner = oldowner;
-		MemoryContextReset(r->item_cxt);
-
-		if (error_is_systemic(edata))
-			ReThrowError(edata);
-		if (warn)
-		{
-			ereport(WARNING,
-					(errcode(edata->sqlerrcode),
-					 errmsg("paidb %s skipped the %s event of \"%s\": %s",
-							paidb_worker_names[r->def->kind], bad->type,
-							bad->name ? bad->name : "(no name)", edata->message),
-					 edata->detail ? errdetail_internal("%s", edata->detail) : 0,
-					 errhint("The event is not applied; the next event about the same object will be.")));
-			snprintf(r->last_error, sizeof(r->last_error), "skipped the %s event of \"%s\": %s",
-					 bad->type, bad->name ? bad->name : "(no name)", edata->message);
-			r->has_error = true;
-			r->errors++;
-		}
-		FreeErrorData(edata);
-		return false;
+		ereport(WARNING,
+				(errcode(edata->sqlerrcode),
+				 errmsg("paidb %s skipped the %s event of \"%s\": %s",
+						paidb_worker_names[r->def->kind], bad->type,
+						bad->name ? bad->name : "(no name)", edata->message),
+				 edata->detail ? errdetail_internal("%s", edata->detail) : 0,
+				 errhint("The event is not applied; the next event about the same object will be.")));
+		snprintf(r->last_error, sizeof(r->last_error), "skipped the %s event of \"%s\": %s",
+				 bad->type, bad->name ? bad->name : "(no name)", edata->message);
+		r->has_error = true;
+		r->errors++;
 	}
-	PG_END_TRY();
-
-	r->applied += done;
-	r->skipped += skipped;
-	return true;
+	FreeErrorData(edata);
+	return false;
 }
 
 /* Order of items: by name (bytewise), then as received. */
@@ -1146,6 +1149,7 @@ run_list(Reflector *r)
 					r->importing ? "imported" : "listed", (unsigned long long) total,
 					r->def->what, pages, r->rv)));
 	r->failures = 0;
+	r->just_listed = true;
 	r->import_pending = false;
 	r->importing = false;
 	r->adopt_in_watch = false;
@@ -1266,8 +1270,10 @@ run_watch(Reflector *r)
 	TimestampTz started = GetCurrentTimestamp();
 	uint64		events = 0;
 	bool		error_event = false;
+	bool		fresh = r->just_listed; /* the first watch after a LIST */
 	MemoryContext oldcxt;
 
+	r->just_listed = false;
 	MemoryContextReset(r->round_cxt);
 	oldcxt = MemoryContextSwitchTo(r->round_cxt);
 	k8s_watch_options_init(&opts);
@@ -1329,7 +1335,7 @@ run_watch(Reflector *r)
 		 * of a fresh list with 410 again gets them with a backoff (0.8 s
 		 * doubling to 30 s, jitter), not hundreds a second.
 		 */
-		if (lasted >= RELIST_HEALTHY_MS)
+		if (!fresh || events > 0 || lasted >= RELIST_HEALTHY_MS)
 			r->relists = 0;
 		if (++r->relists > 1)
 		{
@@ -1340,8 +1346,7 @@ run_watch(Reflector *r)
 		}
 		return ROUND_OK;
 	}
-	if (end == K8S_WATCH_CLOSED)
-		r->relists = 0;			/* a watch that ran its course */
+
 	if (events > 0)
 		r->failures = 0;		/* it worked for a while */
 	if (error_event)

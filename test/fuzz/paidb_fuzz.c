@@ -281,7 +281,8 @@ fuzz_watch_outcome(const char *data, size_t size, uint32 seed, size_t max_chunk)
 		while ((ev = k8s_watch_next_event(w)) != NULL)
 			appendStringInfo(&out, "%s|%s|%s|%d|%s|%s\n", ev->type_name,
 							 ev->name ? ev->name : "-", ev->resource_version ? ev->resource_version : "-",
-							 ev->error_code, ev->error_reason ? ev->error_reason : "-", ev->object_json);
+							 ev->error_code, ev->error_reason ? ev->error_reason : "-",
+							 ev->object_json ? ev->object_json : "-");
 		appendStringInfo(&out, "end=%s expired=%d kind=%d rv=%s\n",
 						 k8s_watch_end_name(k8s_watch_end(w)), (int) k8s_watch_expired(w),
 						 (int) res.kind, k8s_watch_resource_version(w) ? k8s_watch_resource_version(w) : "-");
@@ -323,7 +324,7 @@ fuzz_list_outcome(const char *data, size_t size, uint32 seed, size_t max_chunk)
 		k8s_list_fuzz_feed(l, NULL, 0, &res);
 		while ((item = k8s_list_next_item(l)) != NULL)
 			appendStringInfo(&out, "%s|%s|%s\n", item->name ? item->name : "-",
-							 item->resource_version ? item->resource_version : "-", item->json);
+							 item->resource_version ? item->resource_version : "-", item->json ? item->json : "-");
 		appendStringInfo(&out, "kind=%d rv=%s continue=%s remaining=" INT64_FORMAT " finished=%d\n",
 						 (int) res.kind,
 						 k8s_list_resource_version(l) ? k8s_list_resource_version(l) : "-",

@@ -93,6 +93,9 @@ is($node->safe_psql('postgres', qq{SELECT count(*) FROM paidb.framework WHERE re
 
 # ---- 3. a submitted job goes WAITING -> RUNNING -> SUCCEEDED
 my $life = framework('life1', 'kube-fake/run-seconds' => '3', 'kube-fake/step-seconds' => '0.2');
+# created in kube-fake as the sync worker would (SPEC §8: with paidb's label,
+# else whichever of the two is second finds a framework that is not paidb's)
+$life->{metadata}{labels}{'paidb.io/framework'} = 'life1';
 my $life_json = encode_json($life);
 # (seen inside the submitting transaction: a sync worker may be quick)
 is($node->safe_psql('postgres', qq{

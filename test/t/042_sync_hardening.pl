@@ -88,14 +88,14 @@ ok($sync0->{pid}, 'the sync worker runs');
 
 	# paidb 0.2 refuses them twice: the watched event (sql/addons.sql) and
 	# the table's CHECK; lift the CHECK, as if they had been stored before
-	my ($rc, $out, $err) = $node->psql('postgres', q{INSERT INTO paidb.orphan (name) VALUES ('.')});
+	my ($rc, $out, $err) = $node->psql('postgres', q{BEGIN; INSERT INTO paidb.orphan (name) VALUES ('.'); ROLLBACK});
 	like($err, qr/orphan_name_valid/, 'paidb.orphan refuses a name no framework can have');
-	$node->safe_psql('postgres', q{ALTER TABLE paidb.orphan DROP CONSTRAINT orphan_name_valid});
+	$node->safe_psql('postgres', q{ALTER TABLE paidb.orphan DROP CONSTRAINT IF EXISTS orphan_name_valid});
 	$node->safe_psql('postgres', q{
 		INSERT INTO paidb.orphan (name, uid, queued_at) VALUES
 		  ('.', 'u-dot', now() - interval '1 hour'), ('..', 'u-dotdot', now() - interval '1 hour'),
 		  (repeat('a', 10000), 'u-long', now() - interval '1 hour'),
-		  (repeat('b', 64), 'u-64', now() - interval '1 hour'),
+		  (repeat('a', 64), 'u-64', now() - interval '1 hour'),  -- the same first 63 bytes
 		  ('realorphan1', 'u-real', now());
 		SELECT paidb.wakeup();});
 	# the real orphan is deleted (404: not in the fake) and forgotten ...
@@ -115,9 +115,7 @@ ok($sync0->{pid}, 'the sync worker runs');
 	is(join("\n", crash_lines($node)), '', 'no process crashed');
 	is($node->safe_psql('postgres', q{SELECT count(*) FROM paidb.orphan WHERE length(name) > 63 OR name LIKE '.%'}),
 		'4', 'the hostile orphans were never claimed (still queued, never sent)');
-	$node->safe_psql('postgres', q{
-		DELETE FROM paidb.orphan;
-		ALTER TABLE paidb.orphan ADD CONSTRAINT orphan_name_valid CHECK (name ~ '^[a-z0-9]{1,63}$');});
+	$node->safe_psql('postgres', q{DELETE FROM paidb.orphan});
 }
 
 # ============================================================ 2. add-on identity

@@ -349,7 +349,8 @@ test_json_event(StringInfo buf, const K8sWatchEvent *ev)
 		appendStringInfoChar(buf, ',');
 		test_json_str(buf, "message", ev->error_message);
 	}
-	appendStringInfo(buf, ",\"len\":%zu,\"object\":%s}", ev->object_len, ev->object_json);
+	appendStringInfo(buf, ",\"len\":%zu,\"object\":%s}", ev->object_len,
+					 ev->object_json ? ev->object_json : "null");
 }
 
 /*
