@@ -74,7 +74,6 @@ typedef struct SyncJob
 	char	   *request_json;
 	char	   *addon_json[NUM_ADDONS];
 	char	   *addon_name[NUM_ADDONS];
-	char	   *addon_ns[NUM_ADDONS];
 	char	   *addon_uid[NUM_ADDONS];	/* uid of an add-on known to be ours */
 	char	   *bad_addon;		/* why a stored add-on cannot be created, or NULL */
 	int			addon;			/* current add-on index */
@@ -230,7 +229,6 @@ new_job(const char *name)
 	job->request_json = NULL;
 	memset(job->addon_json, 0, sizeof(job->addon_json));
 	memset(job->addon_name, 0, sizeof(job->addon_name));
-	memset(job->addon_ns, 0, sizeof(job->addon_ns));
 	memset(job->addon_uid, 0, sizeof(job->addon_uid));
 	job->bad_addon = NULL;
 	job->deleting = false;
@@ -277,7 +275,8 @@ addon_path(SyncJob *job, int i, bool name)
 {
 	if (i == ADDON_PRIORITY_CLASS)
 		return k8s_path_priorityclasses(name ? job->addon_name[i] : NULL);
-	return k8s_path_secrets(client, job->addon_ns[i], name ? job->addon_name[i] : NULL);
+	/* a secret add-on lives in paidb's namespace (checked in take_addons) */
+	return k8s_path_secrets(client, NULL, name ? job->addon_name[i] : NULL);
 }
 
 /* A DeleteOptions body: propagation policy, and a uid precondition if given. */
@@ -904,8 +903,6 @@ take_addons(SyncJob *job, HeapTuple tup, TupleDesc desc, int firstcol)
 		job->addon_json[i] = MemoryContextStrdup(job->cxt, jb_to_text(&def->root, VARSIZE(def)));
 		name = jb_get_cstring(&def->root, 2, (const char *[]) {"metadata", "name"});
 		job->addon_name[i] = name ? MemoryContextStrdup(job->cxt, name) : NULL;
-		/* a namespace, if any, is paidb's (checked above); NULL means the same */
-		job->addon_ns[i] = NULL;
 	}
 }
 

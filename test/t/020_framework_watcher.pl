@@ -29,10 +29,13 @@ sub framework
 my $fake = KubeFake->start(dir => PostgreSQL::Test::Utils::tempdir, simulate_controller => 1,
 	bookmark_interval => 0.5);
 
-# Create a framework in kube-fake (409: the sync worker was first, fine).
+# Create a framework in kube-fake (409: the sync worker was first, fine), as
+# the sync worker would: with paidb's label (SPEC §8), else whichever of the
+# two comes second finds a framework that is not paidb's.
 sub create_in_fake
 {
 	my ($obj) = @_;
+	$obj->{metadata}{labels}{'paidb.io/framework'} = $obj->{metadata}{name};
 	my ($code, $doc) = $fake->api(POST => fw_path(), $obj);
 	die "creating framework $obj->{metadata}{name} in kube-fake: HTTP $code "
 	  . (ref $doc ? encode_json($doc) : $doc // '')
@@ -93,9 +96,6 @@ is($node->safe_psql('postgres', qq{SELECT count(*) FROM paidb.framework WHERE re
 
 # ---- 3. a submitted job goes WAITING -> RUNNING -> SUCCEEDED
 my $life = framework('life1', 'kube-fake/run-seconds' => '3', 'kube-fake/step-seconds' => '0.2');
-# created in kube-fake as the sync worker would (SPEC §8: with paidb's label,
-# else whichever of the two is second finds a framework that is not paidb's)
-$life->{metadata}{labels}{'paidb.io/framework'} = 'life1';
 my $life_json = encode_json($life);
 # (seen inside the submitting transaction: a sync worker may be quick)
 is($node->safe_psql('postgres', qq{

@@ -223,10 +223,16 @@ ok($sync0->{pid}, 'the sync worker runs');
 		count => 1, phase => 'after');
 	$fake->fault(action => 'body', status => 200, verb => 'patch', resource => 'frameworks', name => 'html3',
 		count => 1, body => 'not json at all');
-	submit($node, job_request($_)) for qw(html1 html2 html3 plain1 plain2);
-	ok(poll($node, q{SELECT request_synced FROM paidb.framework WHERE name = 'html3'}), 'html3 is created');
+	submit($node, job_request($_)) for qw(html1 html2 plain1 plain2);
+	submit($node, job_request('html3', hold_state => 'AttemptRunning'));
+	ok(poll($node, q{SELECT request_synced AND state = 'RUNNING' FROM paidb.framework WHERE name = 'html3'}),
+		'html3 is created and runs');
 	$node->safe_psql('postgres', q{SELECT * FROM paidb.patch_framework_request('html3', '{"metadata": {"annotations": {"note": "patched"}}}')});
-	is(job_final($_), 'SUCCEEDED 0', "$_ succeeds") for qw(html1 html2 html3 plain1 plain2);
+	ok(poll($node, q{SELECT request_synced FROM paidb.framework WHERE name = 'html3'}),
+		'html3: the patch answered with a non-JSON body is sent again and confirmed');
+	$node->safe_psql('postgres', q{SELECT paidb.stop_framework('html3')});
+	is(job_final($_), 'SUCCEEDED 0', "$_ succeeds") for qw(html1 html2 plain1 plain2);
+	like(job_final('html3'), qr/^STOPPED/, 'html3 stops');
 	my $st = sync_status();
 	is($st->{pid}, $sync0->{pid}, 'the sync worker never exited');
 	is(PaidbTest::worker_exits($node, 'sync'), 0, 'no "paidb sync exited" line in the log');
