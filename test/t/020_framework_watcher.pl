@@ -145,7 +145,6 @@ ok($cut_seen, 'the watcher saw a watch cut in the middle of an event');
 ok(poll($node, qq{SELECT resource_version = $patched_rv FROM paidb.framework WHERE name = 'adopt2'}),
 	'the event that was cut is applied after all');
 my $cut1 = framework('cut1', 'kube-fake/run-seconds' => '0.5');
-$cut1->{metadata}{labels}{'paidb.io/framework'} = 'cut1';    # paidb's: adopted if this create wins
 my $cut1_json = encode_json($cut1);
 $node->safe_psql('postgres', qq{SELECT * FROM paidb.put_framework_request('$cut1_json')});
 create_in_fake($cut1);
@@ -157,7 +156,6 @@ ok(poll($node, q{SELECT state = 'SUCCEEDED' AND request_synced FROM paidb.framew
 # deleting it itself, so it is still in the API server afterwards.
 $fake->fault(status => 500, verb => 'delete', resource => 'frameworks', name => 'done2', count => -1);
 my $done2 = framework('done2', 'kube-fake/run-seconds' => '0.2');
-$done2->{metadata}{labels}{'paidb.io/framework'} = 'done2';    # paidb's: adopted if this create wins
 my $done2_json = encode_json($done2);
 $node->safe_psql('postgres', qq{SELECT * FROM paidb.put_framework_request('$done2_json')});
 create_in_fake($done2);
@@ -248,9 +246,6 @@ ok(poll($node, q{SELECT last_error LIKE 'WATCH frameworks failed%' FROM paidb.st
 for my $name ('poison1', 'fine1')
 {
 	my $obj = framework($name, 'kube-fake/run-seconds' => '-1');
-	# paidb's own label: if this create wins the race with the sync worker's,
-	# paidb adopts the framework (SPEC §8) instead of failing the job
-	$obj->{metadata}{labels}{'paidb.io/framework'} = $name;
 	my $json = encode_json($obj);
 	$node->safe_psql('postgres', qq{SELECT * FROM paidb.put_framework_request('$json')});
 	create_in_fake($obj);
