@@ -67,10 +67,15 @@ PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
-.PHONY: bench pgtap prove asan asan-install fuzz fuzz-install
+.PHONY: bench bench-ha pgtap prove asan asan-install fuzz fuzz-install
 # Benchmarks print their own figures and the figure each is compared with.
 bench:
 	bash test/bench/run-bench.sh
+
+# Failover times of the last HA run beside its Patroni timings
+# (PAIDB_HA_SWEEP=1, as root: measure them again for several timings).
+bench-ha:
+	bash test/ha/bench-ha.sh
 
 pgtap:
 	pg_prove --ext .sql -r test/pgtap

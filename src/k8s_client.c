@@ -38,6 +38,7 @@
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
 #include "portability/instr_time.h"
+#include "postmaster/postmaster.h"
 #include "storage/fd.h"
 #include "storage/latch.h"
 #include "utils/json.h"
@@ -51,7 +52,9 @@
 #define K8S_SA_DIR			"/var/run/secrets/kubernetes.io/serviceaccount"
 #define K8S_MAX_TOKEN_BYTES (64 * 1024)
 #define K8S_MAX_BODY_BYTES	((size_t) MaxAllocSize - 1)
-#define K8S_USER_AGENT		"paidb/0.1"
+#define K8S_USER_AGENT		"paidb/0.2"
+
+static const char *k8s_user_agent(void);
 
 /* Bytes of a streamed body buffered before the transfer is paused for the parser */
 #define K8S_STREAM_HOLD_BYTES	(1024 * 1024)
@@ -413,6 +416,28 @@ k8s_client_cleanup(void *arg)
 		explicit_bzero(client->token, strlen(client->token));
 		client->token = NULL;
 	}
+}
+
+/*
+ * The User-Agent of every request: "paidb/0.2 (host:port)", naming the
+ * server that sent it, so that an API server's audit log (or the fake's)
+ * tells the members of a replicated cluster apart after a failover.
+ */
+static const char *
+k8s_user_agent(void)
+{
+	static char agent[128];
+
+	if (agent[0] == '\0')
+	{
+		char		host[64];
+
+		if (gethostname(host, sizeof(host)) != 0)
+			strlcpy(host, "unknown", sizeof(host));
+		host[sizeof(host) - 1] = '\0';
+		snprintf(agent, sizeof(agent), "%s (%s:%d)", K8S_USER_AGENT, host, PostPortNumber);
+	}
+	return agent;
 }
 
 /* Create a client from the paidb.k8s_* settings, in a child of parent */
@@ -1127,7 +1152,7 @@ k8s_request_submit(K8sRequest *req)
 	K8S_SETOPT(easy, CURLOPT_NOSIGNAL, 1L);
 	K8S_SETOPT(easy, CURLOPT_VERBOSE, 0L);
 	K8S_SETOPT(easy, CURLOPT_HTTPHEADER, req->headers);
-	K8S_SETOPT(easy, CURLOPT_USERAGENT, K8S_USER_AGENT);
+	K8S_SETOPT(easy, CURLOPT_USERAGENT, k8s_user_agent());
 	K8S_SETOPT(easy, CURLOPT_WRITEFUNCTION, k8s_write_cb);
 	K8S_SETOPT(easy, CURLOPT_WRITEDATA, req);
 	K8S_SETOPT(easy, CURLOPT_HEADERFUNCTION, k8s_header_cb);

@@ -29,6 +29,7 @@
 #include "postgres.h"
 
 #include "access/xact.h"
+#include "access/xlog.h"
 #include "catalog/pg_type.h"
 #include "common/hashfn.h"
 #include "executor/spi.h"
@@ -129,6 +130,7 @@ struct Reflector
 	char		source[17];		/* hash of the API server and namespace */
 	bool		import_pending; /* first run: adopt what is listed */
 	bool		importing;		/* the LIST under way adopts */
+	bool		adopt_in_watch; /* new timeline: the watch adopts too */
 	HTAB	   *seen;			/* names listed so far (reconcile) */
 	int			failures;		/* consecutive failed rounds */
 	int			relists;		/* LISTs in a row whose first watch got 410 at once */
@@ -721,7 +723,8 @@ apply_framework(Reflector *r, WatchItem *item)
 	Jsonb	   *object = jb_from_text(item->json, (int) item->len);
 	const char *result;
 
-	if (r->importing && paidb_import_framework_internal(object))
+	if ((r->importing || (r->adopt_in_watch && strcmp(item->type, "DELETED") != 0))
+		&& paidb_import_framework_internal(object))
 	{
 		elog(DEBUG1, "paidb framework watcher: adopted framework \"%s\"",
 			 item->name ? item->name : "");
@@ -1149,6 +1152,7 @@ run_list(Reflector *r)
 	r->just_listed = true;
 	r->import_pending = false;
 	r->importing = false;
+	r->adopt_in_watch = false;
 	r->seen = NULL;
 	MemoryContextReset(r->list_cxt);
 	return ROUND_OK;
@@ -1365,6 +1369,7 @@ run_watch(Reflector *r)
 		}
 		elog(DEBUG1, "paidb %s: the watch of %s ended after %ld ms, watching again",
 			 paidb_worker_names[r->def->kind], r->def->what, lasted);
+		r->adopt_in_watch = false;	/* caught up with what the server had */
 		return ROUND_OK;
 	}
 
@@ -1381,6 +1386,33 @@ run_watch(Reflector *r)
  * ---------------------------------------------------------------------
  */
 
+/*
+ * A database on another timeline than when the watcher last ran was promoted
+ * or restored (point-in-time recovery, or a failover that lost the
+ * asynchronous window): it may have forgotten frameworks that the API server
+ * runs.  Adopt the frameworks it does not know, as on the first run, while
+ * resuming the watch (and on a LIST) instead of deleting them as orphans.
+ * Called inside load_state's transaction; true if the timeline changed.
+ */
+static bool
+check_timeline(Reflector *r)
+{
+	Datum		arg = CStringGetTextDatum(PAIDB_WATCH_TIMELINE);
+	char	   *stored = spi_single_text(plan_get_installation, &arg, CurrentMemoryContext);
+	char	   *current = psprintf("%u", GetWALInsertionTimeLine());
+
+	bool		moved = stored != NULL && strcmp(stored, current) != 0;
+
+	if (moved)
+		ereport(LOG,
+				(errmsg("paidb %s: the database moved from timeline %s to %s, adopting the %s it does not know",
+						paidb_worker_names[r->def->kind], stored, current, r->def->what),
+				 errdetail("A promoted or restored database may have lost recent jobs that the API server still runs; they are imported, not deleted.")));
+	if (stored == NULL || moved)
+		put_installation(PAIDB_WATCH_TIMELINE, current);
+	return moved;
+}
+
 /* Read where the watcher stands from the database. */
 static void
 load_state(Reflector *r)
@@ -1389,6 +1421,7 @@ load_state(Reflector *r)
 	char	   *rv;
 	char	   *stored_source;
 	char	   *import_done = NULL;
+	bool		new_timeline = false;
 
 	paidb_worker_begin("paidb: reading the watch state");
 	prepare_plans();
@@ -1400,6 +1433,7 @@ load_state(Reflector *r)
 	{
 		arg = CStringGetTextDatum(PAIDB_INITIAL_IMPORT_DONE);
 		import_done = spi_single_text(plan_get_installation, &arg, paidb_worker_context);
+		new_timeline = check_timeline(r);
 	}
 	paidb_worker_commit();
 
@@ -1412,6 +1446,9 @@ load_state(Reflector *r)
 						paidb_worker_names[r->def->kind], r->def->what)));
 	r->rv = rv;
 	r->need_list = (rv == NULL || r->import_pending);
+	/* after a promotion or a restore: adopt while resuming, and on a LIST */
+	r->adopt_in_watch = new_timeline;
+	r->import_pending |= new_timeline;
 	if (!r->need_list && (stored_source == NULL || strcmp(stored_source, r->source) != 0))
 	{
 		ereport(LOG,

@@ -21,6 +21,9 @@
  */
 #define PAIDB_INITIAL_IMPORT_DONE	"initial_import_done"
 
+/* paidb.installation key: the timeline the framework watcher last ran on */
+#define PAIDB_WATCH_TIMELINE		"watch_timeline"
+
 /* The framework watcher's entry point (bgw_function_name); never returns */
 extern PGDLLEXPORT void paidb_framework_watcher_main(Datum main_arg);
 

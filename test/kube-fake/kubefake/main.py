@@ -60,6 +60,9 @@ def parse_args(argv):
                    help='do not pre-create system-cluster-critical and '
                    'system-node-critical')
     p.add_argument('--log', help='append one line per request to this file')
+    p.add_argument('--log-agent', action='store_true',
+                   help='end each --log line with agent=<User-Agent>, to '
+                   'tell clients apart (e.g. the members of a cluster)')
     a = p.parse_args(argv)
     if bool(a.tls_cert) != bool(a.tls_key):
         p.error('--tls-cert and --tls-key go together')

@@ -612,9 +612,13 @@ class Server:
         finally:
             if self.log_file is not None:
                 with self.log_lock:
-                    self.log_file.write('%s %s %s %s %.1fms\n' % (
+                    agent = ''
+                    if self.opts.log_agent:
+                        agent = ' agent=' + req.headers.get('user-agent', '-')
+                    self.log_file.write('%s %s %s %s %.1fms%s\n' % (
                         now_micro(), req.method, req.target,
-                        code or req.status, (time.monotonic() - t0) * 1000))
+                        code or req.status, (time.monotonic() - t0) * 1000,
+                        agent))
             if req.after is not None:
                 req.after()
         return keep
