@@ -71,6 +71,28 @@ use_build() {
 now() { date +%s.%N; }
 since() { awk -v a="$1" -v b="$(now)" 'BEGIN {printf "%.2f", b - a}'; }
 q() { psql -X -At -c "$1"; }
+# CPU seconds used so far by one process (0 if it is gone)
+cpu_secs() { awk -v hz="$(getconf CLK_TCK)" '{printf "%.2f", ($14 + $15) / hz}' "/proc/$1/stat" 2>/dev/null || echo 0; }
+# CPU seconds used so far by a server: the postmaster, its live children,
+# and the children it has reaped (backends of finished connections)
+server_cpu() {
+    local pm
+    pm=$(head -1 "$W/pg-$1/postmaster.pid")
+    { awk '{print $14 + $15 + $16 + $17}' "/proc/$pm/stat"
+      for c in $(cat "/proc/$pm/task/$pm/children" 2>/dev/null); do awk '{print $14 + $15}' "/proc/$c/stat" 2>/dev/null; done
+    } | awk -v hz="$(getconf CLK_TCK)" '{t += $1} END {printf "%.2f", t / hz}'
+}
+# pgbench_cpu FIGURE BUILD SCRIPT SYNCHRONOUS_COMMIT: records FIGURE (tps)
+# and FIGURE_cpu (transactions per CPU second of the server)
+pgbench_cpu() {
+    local c0 tps c1
+    c0=$(server_cpu "$2")
+    tps=$(pgbench_tps "$3" $CLIENTS "$4")
+    sleep 0.3    # the backends exit and are reaped
+    c1=$(server_cpu "$2")
+    record "$1" "$2" "$(awk -v t="$tps" 'BEGIN {printf "%.0f", t}')"
+    record "$1_cpu" "$2" "$(awk -v t="$tps" -v s="$SECS" -v c="$(awk -v a="$c0" -v b="$c1" 'BEGIN {print b - a}')" 'BEGIN {printf "%.0f", (c > 0) ? t * s / c : 0}')"
+}
 
 # Poll a command every $2 seconds for at most $3 seconds; true if it succeeded
 poll() {
@@ -137,14 +159,18 @@ CREATE TABLE bench.mp (doc jsonb, patch jsonb);
 INSERT INTO bench.mp VALUES (:'doc', '{"spec":{"executionType":"Stop"},"metadata":{"annotations":{"requestGeneration":"2"}}}');
 -- calls per second of jsonb_merge_patch: `calls` calls in one loop on
 -- in-memory (detoasted) values, after a short warming-up
-CREATE FUNCTION bench.mp_rate(calls int) RETURNS float8 LANGUAGE plpgsql AS $$
-DECLARE t jsonb; p jsonb; r jsonb; started timestamptz;
+-- (calls per wall-clock second, calls per CPU second of this backend:
+-- /proc/self/schedstat's first field is its time on a CPU in ns)
+CREATE FUNCTION bench.mp_rate(calls int, OUT wall float8, OUT cpu float8) LANGUAGE plpgsql AS $$
+DECLARE t jsonb; p jsonb; r jsonb; started timestamptz; ns0 float8;
 BEGIN
     SELECT doc::text::jsonb, patch::text::jsonb INTO t, p FROM bench.mp;
     FOR i IN 1 .. calls / 10 LOOP r := paidb.jsonb_merge_patch(t, p); END LOOP;
+    ns0 := split_part(pg_read_file('/proc/self/schedstat'), ' ', 1)::float8;
     started := clock_timestamp();
     FOR i IN 1 .. calls LOOP r := paidb.jsonb_merge_patch(t, p); END LOOP;
-    RETURN calls / extract(epoch FROM clock_timestamp() - started);
+    wall := calls / extract(epoch FROM clock_timestamp() - started);
+    cpu := calls / ((split_part(pg_read_file('/proc/self/schedstat'), ' ', 1)::float8 - ns0) / 1e9);
 END $$;
 SQL
     } >/dev/null || { echo "compare: setup of ${LABEL[$b]} failed" >&2; exit 1; }
@@ -152,22 +178,26 @@ done
 use_build old
 MP_BYTES=$(q "SELECT octet_length(doc::text) FROM bench.mp")
 
-FIGURES+=(put event mp)
+FIGURES+=(put put_cpu event event_cpu mp mp_cpu)
 declare -A NAME=([put]="put_framework_request submissions/s (8 clients, synchronous_commit off)"
+                 [put_cpu]="  the same, per CPU second of the server"
                  [event]="apply_watch_event status updates/s (8 clients)"
-                 [mp]="jsonb_merge_patch calls/s (${MP_BYTES}-byte request)")
+                 [event_cpu]="  the same, per CPU second of the server"
+                 [mp]="jsonb_merge_patch calls/s (${MP_BYTES}-byte request, 200,000 calls a run)"
+                 [mp_cpu]="  the same, per CPU second of the backend")
 for i in $(seq "$RUNS"); do
     for b in $(order "$i"); do
         use_build "$b"
-        record put "$b" "$(pgbench_tps "$W/put.sql" $CLIENTS off)"
+        pgbench_cpu put "$b" "$W/put.sql" off
     done
     for b in $(order "$i"); do
         use_build "$b"
-        record event "$b" "$(pgbench_tps "$W/event.sql" $CLIENTS on)"
+        pgbench_cpu event "$b" "$W/event.sql" on
     done
     for b in $(order "$i"); do
         use_build "$b"
-        record mp "$b" "$(q "SELECT round(bench.mp_rate(20000))")"
+        read -r wall cpu < <(q "SELECT round(r.wall) || ' ' || round(r.cpu) FROM bench.mp_rate(200000) r")
+        record mp "$b" "$wall"; record mp_cpu "$b" "$cpu"
     done
 done
 stop_servers
@@ -182,7 +212,7 @@ stop_servers
 # fake, and the time from SIGCONT until it has applied them all gives its
 # ingestion rate.
 e2e_run() {
-    local b=$1 fake_pid fake_url t0 fw ev0 per synced
+    local b=$1 fake_pid fake_url t0 fw ev0 per sw sw0 fw0
     rm -f "$W/fake-$b.port"
     "$FAKE" --port 0 --port-file "$W/fake-$b.port" --history-size $((E2E_JOBS * 3 + 1000)) >"$W/fake-$b.out" 2>&1 &
     fake_pid=$!
@@ -203,31 +233,38 @@ e2e_run() {
     chmod 644 "$W/submit.sql"
     per=$((E2E_JOBS / CLIENTS))
     all_synced() { [ "$(q "SELECT count(*) FROM paidb.framework WHERE NOT request_synced")" = 0 ]; }
+    sw=$(q "SELECT pid FROM paidb.status() WHERE worker = 'sync'")
+    sw0=$(cpu_secs "$sw")
     t0=$(now)
     nice "$PG_BIN/pgbench" -n -c $CLIENTS -j 2 -t $per -f "$W/submit.sql" postgres > "$W/pgbench-$b.log" 2>&1 \
         || { echo "compare: pgbench failed" >&2; cat "$W/pgbench-$b.log" >&2; return 1; }
     if poll all_synced 0.2 300; then
         record create "$b" "$(awk -v n=$((per * CLIENTS)) -v t="$(since "$t0")" 'BEGIN {printf "%.0f", n / t}')"
+        record create_cpu "$b" "$(awk -v n=$((per * CLIENTS)) -v a="$sw0" -v b="$(cpu_secs "$sw")" 'BEGIN {printf "%.0f", (b > a) ? n / (b - a) : 0}')"
     else
-        echo "compare: ${LABEL[$b]}: not all synced within 5 minutes" >&2; record create "$b" 0
+        echo "compare: ${LABEL[$b]}: not all synced within 5 minutes" >&2; record create "$b" 0; record create_cpu "$b" 0
     fi
     fw=$(q "SELECT pid FROM paidb.status() WHERE worker = 'framework watcher'")
     ev0=$(q "SELECT events_applied FROM paidb.status() WHERE worker = 'framework watcher'")
     kill -STOP "$fw"; STOPPED_PID=$fw
     nice $HELPER patch-status --url "$fake_url" --prefix s --first 1 --n $((per * CLIENTS)) --procs 4 >/dev/null
     ingested() { [ "$(q "SELECT events_applied FROM paidb.status() WHERE worker = 'framework watcher'")" -ge $((ev0 + per * CLIENTS)) ]; }
+    fw0=$(cpu_secs "$fw")
     t0=$(now)
     kill -CONT "$fw"; STOPPED_PID=""
     if poll ingested 0.05 300; then
         record ingest "$b" "$(awk -v n=$((per * CLIENTS)) -v t="$(since "$t0")" 'BEGIN {printf "%.0f", n / t}')"
+        record ingest_cpu "$b" "$(awk -v n=$((per * CLIENTS)) -v a="$fw0" -v b="$(cpu_secs "$fw")" 'BEGIN {printf "%.0f", (b > a) ? n / (b - a) : 0}')"
     else
-        echo "compare: ${LABEL[$b]}: backlog not applied within 5 minutes" >&2; record ingest "$b" 0
+        echo "compare: ${LABEL[$b]}: backlog not applied within 5 minutes" >&2; record ingest "$b" 0; record ingest_cpu "$b" 0
     fi
     paidb_stop_pg "$W/pg-$b"; rm -rf "$W/pg-$b"
     kill "$fake_pid"; wait "$fake_pid" 2>/dev/null
 }
 if [ "$E2E_JOBS" -gt 0 ]; then
-    FIGURES+=(create ingest)
+    FIGURES+=(create create_cpu ingest ingest_cpu)
+    NAME[create_cpu]="  the same, per CPU second of the sync worker"
+    NAME[ingest_cpu]="  the same, per CPU second of the framework watcher"
     NAME[create]="sync worker creates/s in the API server ($E2E_JOBS jobs, submit to all synced)"
     NAME[ingest]="framework watcher ingestion events/s (backlog of $E2E_JOBS status events)"
     for i in $(seq "$RUNS"); do
@@ -237,18 +274,26 @@ fi
 
 # ------------------------------------------------------------------ report
 echo
-printf '%-82s %14s %10s %6s  %s\n' "figure (median of $RUNS runs)" "${LABEL[old]}" "${LABEL[new]}" "ratio" "within 5%"
+# ratio: of the two medians; paired: the median of each run's now/0.1 (the
+# two measured back to back), which cancels drift between runs better;
+# spread: the larger of the two builds' (max - min) / median.
+printf '%-78s %13s %9s %6s %6s %6s  %s\n' "figure (median of $RUNS runs)" "${LABEL[old]}" "${LABEL[new]}" "ratio" "paired" "spread" "within 5%"
 for f in "${FIGURES[@]}"; do
     mo=$(tr ' ' '\n' <<<"${R[$f,old]}" | median)
     mn=$(tr ' ' '\n' <<<"${R[$f,new]}" | median)
-    awk -v n="${NAME[$f]}" -v o="$mo" -v c="$mn" 'BEGIN {r = (o > 0) ? c / o : 0;
-        printf "%-82s %14.0f %10.0f %6.3f  %s\n", n, o, c, r, (r >= 0.95 ? "PASS" : "MISS")}'
+    paired=$(paste -d' ' <(tr ' ' '\n' <<<"${R[$f,old]}") <(tr ' ' '\n' <<<"${R[$f,new]}") |
+        awk '$1 > 0 {printf "%.4f\n", $2 / $1}' | median)
+    so=$(tr ' ' '\n' <<<"${R[$f,old]}" | spread_pct)
+    sn=$(tr ' ' '\n' <<<"${R[$f,new]}" | spread_pct)
+    awk -v n="${NAME[$f]}" -v o="$mo" -v c="$mn" -v p="${paired:-0}" -v so="$so" -v sn="$sn" 'BEGIN {r = (o > 0) ? c / o : 0;
+        sp = (so + 0 > sn + 0) ? so : sn;
+        printf "%-78s %13.0f %9.0f %6.3f %6.3f %5s%%  %s\n", n, o, c, r, p, sp, (r >= 0.95 ? "PASS" : "MISS")}'
 done
 echo
-echo "runs (in order; spread = (max - min) / median):"
+echo "runs (in run order; run i of both builds back to back):"
 for f in "${FIGURES[@]}"; do
     for b in old new; do
-        printf '  %-6s %-14s %s  (spread %s%%)\n' "$f" "${LABEL[$b]}" "${R[$f,$b]}" "$(tr ' ' '\n' <<<"${R[$f,$b]}" | spread_pct)"
+        printf '  %-10s %-14s %s  (spread %s%%)\n' "$f" "${LABEL[$b]}" "${R[$f,$b]}" "$(tr ' ' '\n' <<<"${R[$f,$b]}" | spread_pct)"
     done
 done
 echo "machine: $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg) at the end (shared with other work: read ratios)"
