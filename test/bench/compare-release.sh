@@ -11,6 +11,8 @@
 #   BENCH_RUNS (3)            runs per figure and build
 #   BENCH_SECONDS (8)         seconds per pgbench run
 #   BENCH_E2E_JOBS (20000)    jobs of the end-to-end part (0 skips it)
+#   BENCH_PERF_DIR            if set: perf record of the sync worker while it
+#                             creates, into DIR/sync-old.data, sync-new.data
 #   BENCH_BEFORE_PG_ROOT, BENCH_AFTER_PG_ROOT
 #                             private PostgreSQL copies (default: under the
 #                             work directory, removed at the end)
@@ -212,7 +214,7 @@ stop_servers
 # fake, and the time from SIGCONT until it has applied them all gives its
 # ingestion rate.
 e2e_run() {
-    local b=$1 fake_pid fake_url t0 fw ev0 per sw sw0 fw0
+    local b=$1 fake_pid fake_url t0 fw ev0 per sw sw0 fw0 perf_pid
     rm -f "$W/fake-$b.port"
     "$FAKE" --port 0 --port-file "$W/fake-$b.port" --history-size $((E2E_JOBS * 3 + 1000)) >"$W/fake-$b.out" 2>&1 &
     fake_pid=$!
@@ -235,6 +237,11 @@ e2e_run() {
     all_synced() { [ "$(q "SELECT count(*) FROM paidb.framework WHERE NOT request_synced")" = 0 ]; }
     sw=$(q "SELECT pid FROM paidb.status() WHERE worker = 'sync'")
     sw0=$(cpu_secs "$sw")
+    perf_pid=""
+    if [ -n "${BENCH_PERF_DIR:-}" ]; then
+        perf record -q -o "$BENCH_PERF_DIR/sync-$b.data" -p "$sw" >/dev/null 2>&1 &
+        perf_pid=$!
+    fi
     t0=$(now)
     nice "$PG_BIN/pgbench" -n -c $CLIENTS -j 2 -t $per -f "$W/submit.sql" postgres > "$W/pgbench-$b.log" 2>&1 \
         || { echo "compare: pgbench failed" >&2; cat "$W/pgbench-$b.log" >&2; return 1; }
@@ -244,6 +251,7 @@ e2e_run() {
     else
         echo "compare: ${LABEL[$b]}: not all synced within 5 minutes" >&2; record create "$b" 0; record create_cpu "$b" 0
     fi
+    [ -n "$perf_pid" ] && { kill -INT "$perf_pid"; wait "$perf_pid"; }
     fw=$(q "SELECT pid FROM paidb.status() WHERE worker = 'framework watcher'")
     ev0=$(q "SELECT events_applied FROM paidb.status() WHERE worker = 'framework watcher'")
     kill -STOP "$fw"; STOPPED_PID=$fw
