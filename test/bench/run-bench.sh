@@ -23,26 +23,8 @@ psql -X -q -c "CREATE EXTENSION paidb" -f "$ROOT/test/bench/fixtures.sql" >/dev/
 
 RUNS=${BENCH_RUNS:-3}
 SECS=${BENCH_SECONDS:-8}
-
-median() { sort -n | awk '{a[NR]=$1} END {if (NR % 2) print a[(NR+1)/2]; else printf "%.1f\n", (a[NR/2]+a[NR/2+1])/2}'; }
-
-# tps of a pgbench script: pgbench_tps FILE CLIENTS [SYNCHRONOUS_COMMIT]
-pgbench_tps() {
-    su postgres -c "PGOPTIONS='-c synchronous_commit=${3:-on}' pgbench -n -h $PGHOST -p $PGPORT -c $2 -j 2 -T $SECS -f $1 postgres" 2>&1 |
-        sed -n 's/^tps = \([0-9.]*\) .*/\1/p' | head -1
-}
-
-# RUNS alternating runs of a script and of its floor; sets A and B (medians)
-# and A_RUNS, B_RUNS.  compare SCRIPT FLOOR_SCRIPT SYNCHRONOUS_COMMIT
-compare() {
-    local a=() b=() i
-    for i in $(seq "$RUNS"); do
-        a+=("$(pgbench_tps "$1" 8 "$3")")
-        b+=("$(pgbench_tps "$2" 8 "$3")")
-    done
-    A=$(printf '%s\n' "${a[@]}" | median); A_RUNS=${a[*]}
-    B=$(printf '%s\n' "${b[@]}" | median); B_RUNS=${b[*]}
-}
+# median, pgbench_tps, compare
+. "$ROOT/test/bench/lib.sh"
 
 echo "== jsonb_merge_patch"
 if [ -x "$ROOT/test/bench/merge_patch_bench.sh" ] || [ -f "$ROOT/test/bench/merge_patch_bench.sh" ]; then
@@ -52,9 +34,7 @@ fi
 echo
 echo "== put_framework_request: new ~3 KB requests, 8 concurrent clients (pgbench, $RUNS x ${SECS}s each)"
 # The request travels as JSON text with a fresh name, as rest-server sends it.
-cat > "$BENCH/put.sql" <<'EOS'
-SELECT p.name FROM bench.template, paidb.put_framework_request(replace(t, '__name__', 'p' || md5(random()::text || clock_timestamp()::text))::jsonb) p;
-EOS
+bench_put_sql > "$BENCH/put.sql"
 cat > "$BENCH/floor.sql" <<'EOS'
 INSERT INTO bench.raw (name, doc) SELECT n, replace(t, '__name__', n)::jsonb FROM bench.template, (SELECT 'p' || md5(random()::text || clock_timestamp()::text) AS n) s;
 EOS
@@ -75,24 +55,8 @@ done
 
 echo
 echo "== apply_watch_event: status updates of existing jobs, 8 clients"
-psql -X -q <<'EOS'
-SELECT count(*) FROM generate_series(1, 800) i,
-  paidb.put_framework_request(bench.request_3kb('w' || i));
-CREATE SEQUENCE bench.rv START 1000;
-CREATE TABLE bench.raw_status (name text PRIMARY KEY, doc jsonb);
-INSERT INTO bench.raw_status SELECT 'w' || i, bench.request_3kb('w' || i) FROM generate_series(1, 800) i;
-EOS
-cat > "$BENCH/event.sql" <<'EOS'
-\set j random(1, 100)
-SELECT paidb.apply_watch_event('MODIFIED', jsonb_build_object(
-  'apiVersion', 'frameworkcontroller.microsoft.com/v1', 'kind', 'Framework',
-  'metadata', jsonb_build_object('name', 'w' || ((:client_id % 8) * 100 + :j), 'resourceVersion', nextval('bench.rv')::text,
-                                 'annotations', jsonb_build_object('requestGeneration', '1')),
-  'status', jsonb_build_object('state', 'AttemptRunning', 'runTime', '2020-08-01T10:01:00Z',
-     'attemptStatus', jsonb_build_object('id', 0, 'completionStatus', null,
-        'taskRoleStatuses', jsonb_build_array(jsonb_build_object('name', 'worker', 'taskStatuses', jsonb_build_array()))),
-     'retryPolicyStatus', jsonb_build_object('totalRetriedCount', 0, 'accountableRetriedCount', 0))));
-EOS
+bench_event_setup_sql | psql -X -q
+bench_event_sql > "$BENCH/event.sql"
 cat > "$BENCH/event_floor.sql" <<'EOS'
 \set j random(1, 100)
 UPDATE bench.raw_status SET doc = doc || jsonb_build_object('status', jsonb_build_object('state', 'AttemptRunning',
@@ -128,3 +92,7 @@ if [ -f "$ROOT/test/bench/stress.sh" ]; then
     echo "== end to end: 100,000 jobs through SQL into the API server"
     bash "$ROOT/test/bench/stress.sh"
 fi
+
+echo
+echo "== this tree against release 0.1 (issue 8: no figure regresses by more than 5%)"
+bash "$ROOT/test/bench/compare-release.sh"

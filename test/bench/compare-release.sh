@@ -1,0 +1,307 @@
+#!/usr/bin/env bash
+# test/bench/compare-release.sh — this tree against release 0.1 (commit
+# cd6809c), measured in the same run on this machine: each build installed
+# into its own private PostgreSQL copy, one server each, runs alternated
+# between the two (0.1 first, then now first, ...) so that drift of the
+# machine's load falls on both alike.  Each figure is the median of
+# BENCH_RUNS runs, printed for "0.1 (cd6809c)" and "now" with the ratio
+# now/0.1 and PASS/MISS against issue 8's "within 5%" (ratio >= 0.95 for
+# throughput).  Called by run-bench.sh; can run alone.  Run as root.
+#
+#   BENCH_RUNS (3)            runs per figure and build
+#   BENCH_SECONDS (8)         seconds per pgbench run
+#   BENCH_E2E_JOBS (20000)    jobs of the end-to-end part (0 skips it)
+#   BENCH_PERF_DIR            if set: perf record of the sync worker while it
+#                             creates, into DIR/sync-old.data, sync-new.data
+#   BENCH_BEFORE_PG_ROOT, BENCH_AFTER_PG_ROOT
+#                             private PostgreSQL copies (default: under the
+#                             work directory, removed at the end)
+#
+# If the release commit is not in the checkout (a plain copy without .git,
+# a shallow clone), it prints SKIP and exits 0.
+set -uo pipefail
+
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+RELEASE=cd6809c
+. "$ROOT/test/lib/common.sh"
+. "$ROOT/test/bench/lib.sh"
+[ "$(id -u)" = 0 ] || { echo "run as root" >&2; exit 2; }
+HELPER="/usr/bin/python3 $ROOT/test/bench/stress/stress_helper.py"
+FAKE="$ROOT/test/kube-fake/kube-fake"
+E2E_JOBS=${BENCH_E2E_JOBS:-20000}
+CLIENTS=8
+
+echo "== this tree against release 0.1 ($RELEASE): medians of $RUNS alternated runs per build"
+if ! git -C "$ROOT" cat-file -e "$RELEASE^{commit}" 2>/dev/null; then
+    echo "SKIP: commit $RELEASE is not available in $ROOT (no .git or a shallow clone); nothing compared"
+    exit 0
+fi
+paidb_install_packages >/dev/null || exit 1
+
+W=$(mktemp -d /tmp/paidb-cmp.XXXXXX)
+chmod 755 "$W"
+chown postgres "$W"
+BUILDS=(old new)
+declare -A LABEL=([old]="0.1 ($RELEASE)" [new]="now")
+declare -A PGROOT=([old]=${BENCH_BEFORE_PG_ROOT:-$W/root-old} [new]=${BENCH_AFTER_PG_ROOT:-$W/root-new})
+declare -A SRC=([old]=$W/src-old [new]=$ROOT)
+declare -A PORTS
+PIDS_TO_KILL=()
+STOPPED_PID=""
+cleanup() {
+    local p b
+    [ -n "$STOPPED_PID" ] && kill -CONT "$STOPPED_PID" 2>/dev/null
+    for p in "${PIDS_TO_KILL[@]}"; do kill "$p" 2>/dev/null; done
+    for p in "${PIDS_TO_KILL[@]}"; do wait "$p" 2>/dev/null; done
+    for b in "${BUILDS[@]}"; do
+        use_build "$b"
+        [ -d "$W/pg-$b" ] && paidb_stop_pg "$W/pg-$b"
+    done
+    rm -rf "$W"
+}
+trap cleanup EXIT
+
+# Point common.sh's helpers and psql/pgbench at one build: use_build old|new
+use_build() {
+    PAIDB_PG_ROOT=${PGROOT[$1]}
+    PG_BIN=$PAIDB_PG_ROOT/usr/lib/postgresql/15/bin
+    export PGHOST=127.0.0.1 PGUSER=postgres PGDATABASE=postgres
+    # initdb and postgres read PGPORT too: set only once a server has a port
+    if [ -n "${PORTS[$1]:-}" ]; then export PGPORT=${PORTS[$1]}; else unset PGPORT; fi
+}
+
+now() { date +%s.%N; }
+since() { awk -v a="$1" -v b="$(now)" 'BEGIN {printf "%.2f", b - a}'; }
+q() { psql -X -At -c "$1"; }
+# CPU seconds used so far by one process (0 if it is gone)
+cpu_secs() { awk -v hz="$(getconf CLK_TCK)" '{printf "%.2f", ($14 + $15) / hz}' "/proc/$1/stat" 2>/dev/null || echo 0; }
+# CPU seconds used so far by a server: the postmaster, its live children,
+# and the children it has reaped (backends of finished connections)
+server_cpu() {
+    local pm
+    pm=$(head -1 "$W/pg-$1/postmaster.pid")
+    { awk '{print $14 + $15 + $16 + $17}' "/proc/$pm/stat"
+      for c in $(cat "/proc/$pm/task/$pm/children" 2>/dev/null); do awk '{print $14 + $15}' "/proc/$c/stat" 2>/dev/null; done
+    } | awk -v hz="$(getconf CLK_TCK)" '{t += $1} END {printf "%.2f", t / hz}'
+}
+# pgbench_cpu FIGURE BUILD SCRIPT SYNCHRONOUS_COMMIT: records FIGURE (tps)
+# and FIGURE_cpu (transactions per CPU second of the server)
+pgbench_cpu() {
+    local c0 tps c1
+    c0=$(server_cpu "$2")
+    tps=$(pgbench_tps "$3" $CLIENTS "$4")
+    sleep 0.3    # the backends exit and are reaped
+    c1=$(server_cpu "$2")
+    record "$1" "$2" "$(awk -v t="$tps" 'BEGIN {printf "%.0f", t}')"
+    record "$1_cpu" "$2" "$(awk -v t="$tps" -v s="$SECS" -v c="$(awk -v a="$c0" -v b="$c1" 'BEGIN {print b - a}')" 'BEGIN {printf "%.0f", (c > 0) ? t * s / c : 0}')"
+}
+
+# Poll a command every $2 seconds for at most $3 seconds; true if it succeeded
+poll() {
+    local cond=$1 every=$2 max=$3 t0
+    t0=$(now)
+    while ! $cond; do
+        awk -v a="$t0" -v b="$(now)" -v m="$max" 'BEGIN {exit !(b - a > m)}' && return 1
+        sleep "$every"
+    done
+    return 0
+}
+
+# ------------------------------------------------------------------ builds
+mkdir -p "${SRC[old]}"
+git -C "$ROOT" archive "$RELEASE" | tar -x -C "${SRC[old]}" || { echo "compare: git archive $RELEASE failed" >&2; exit 1; }
+for b in "${BUILDS[@]}"; do
+    use_build "$b"
+    echo "building ${LABEL[$b]} into $PAIDB_PG_ROOT"
+    paidb_private_pg || exit 1
+    make -C "${SRC[$b]}" -s -j2 >/dev/null 2>"$W/make-$b.err" || { cat "$W/make-$b.err" >&2; exit 1; }
+    make -C "${SRC[$b]}" -s install DESTDIR="$PAIDB_PG_ROOT" >/dev/null || exit 1
+    grep -h "^default_version" "$PAIDB_PG_ROOT/usr/share/postgresql/15/extension/paidb.control"
+done
+
+# Start both servers: start_servers [postgresql.conf lines...]; a fresh
+# data directory each time.  Ports in PORTS.
+start_servers() {
+    local b
+    for b in "${BUILDS[@]}"; do
+        PORTS[$b]=""
+        use_build "$b"
+        PORTS[$b]=$(paidb_free_port)
+        paidb_start_pg "$W/pg-$b" "${PORTS[$b]}" "shared_buffers = '512MB'" "max_connections = 50" "$@" || exit 1
+    done
+}
+stop_servers() {
+    local b
+    for b in "${BUILDS[@]}"; do use_build "$b"; paidb_stop_pg "$W/pg-$b"; rm -rf "$W/pg-$b"; done
+}
+
+# Build order of run $1: old new, new old, old new, ...
+order() { if [ $(($1 % 2)) = 1 ]; then echo old new; else echo new old; fi; }
+
+# Results: R[figure,build] holds the runs, space-separated.
+declare -A R
+FIGURES=()
+record() { R[$1,$2]="${R[$1,$2]:-}${R[$1,$2]:+ }$3"; }
+
+# ------------------------------------------------------------------ SQL figures
+# fsync on and no workers (not preloaded), as run-bench.sh measures them.
+start_servers "fsync = on"
+bench_put_sql > "$W/put.sql"
+bench_event_sql > "$W/event.sql"
+# The ~3.4 KB framework request of merge_patch_bench.sh, and its Stop patch.
+awk '/^INSERT INTO bench.merge_patch_docs VALUES \(.request., \$json\$$/ {on = 1; next}
+     on && /^\$json\$\);$/ {exit} on' "$ROOT/test/bench/merge_patch_bench.sh" > "$W/request.json"
+chmod 644 "$W"/*.sql "$W/request.json"
+for b in "${BUILDS[@]}"; do
+    use_build "$b"
+    { psql -X -q -v ON_ERROR_STOP=1 -c "CREATE EXTENSION paidb" -f "$ROOT/test/bench/fixtures.sql" &&
+      bench_event_setup_sql | psql -X -q -v ON_ERROR_STOP=1 &&
+      psql -X -q -v ON_ERROR_STOP=1 -v doc="$(cat "$W/request.json")" <<'SQL'
+CREATE TABLE bench.mp (doc jsonb, patch jsonb);
+INSERT INTO bench.mp VALUES (:'doc', '{"spec":{"executionType":"Stop"},"metadata":{"annotations":{"requestGeneration":"2"}}}');
+-- calls per second of jsonb_merge_patch: `calls` calls in one loop on
+-- in-memory (detoasted) values, after a short warming-up
+-- (calls per wall-clock second, calls per CPU second of this backend:
+-- /proc/self/schedstat's first field is its time on a CPU in ns)
+CREATE FUNCTION bench.mp_rate(calls int, OUT wall float8, OUT cpu float8) LANGUAGE plpgsql AS $$
+DECLARE t jsonb; p jsonb; r jsonb; started timestamptz; ns0 float8;
+BEGIN
+    SELECT doc::text::jsonb, patch::text::jsonb INTO t, p FROM bench.mp;
+    FOR i IN 1 .. calls / 10 LOOP r := paidb.jsonb_merge_patch(t, p); END LOOP;
+    ns0 := split_part(pg_read_file('/proc/self/schedstat'), ' ', 1)::float8;
+    started := clock_timestamp();
+    FOR i IN 1 .. calls LOOP r := paidb.jsonb_merge_patch(t, p); END LOOP;
+    wall := calls / extract(epoch FROM clock_timestamp() - started);
+    cpu := calls / ((split_part(pg_read_file('/proc/self/schedstat'), ' ', 1)::float8 - ns0) / 1e9);
+END $$;
+SQL
+    } >/dev/null || { echo "compare: setup of ${LABEL[$b]} failed" >&2; exit 1; }
+done
+use_build old
+MP_BYTES=$(q "SELECT octet_length(doc::text) FROM bench.mp")
+
+FIGURES+=(put put_cpu event event_cpu mp mp_cpu)
+declare -A NAME=([put]="put_framework_request submissions/s (8 clients, synchronous_commit off)"
+                 [put_cpu]="  the same, per CPU second of the server"
+                 [event]="apply_watch_event status updates/s (8 clients)"
+                 [event_cpu]="  the same, per CPU second of the server"
+                 [mp]="jsonb_merge_patch calls/s (${MP_BYTES}-byte request, 200,000 calls a run)"
+                 [mp_cpu]="  the same, per CPU second of the backend")
+for i in $(seq "$RUNS"); do
+    for b in $(order "$i"); do
+        use_build "$b"
+        pgbench_cpu put "$b" "$W/put.sql" off
+    done
+    for b in $(order "$i"); do
+        use_build "$b"
+        pgbench_cpu event "$b" "$W/event.sql" on
+    done
+    for b in $(order "$i"); do
+        use_build "$b"
+        read -r wall cpu < <(q "SELECT round(r.wall) || ' ' || round(r.cpu) FROM bench.mp_rate(200000) r")
+        record mp "$b" "$wall"; record mp_cpu "$b" "$cpu"
+    done
+done
+stop_servers
+
+# ------------------------------------------------------------------ end to end
+# Both builds preloaded, each against its own kube-fake (this tree's fake,
+# without its simulated controller), fsync off as in stress.sh; one build at
+# a time, alternated.  A run: E2E_JOBS submissions by pgbench, the time from
+# their start until the sync worker has created them all (request_synced,
+# polled in the database) gives the create rate; then the framework watcher
+# is stopped (SIGSTOP) while every one of them gets a running status in the
+# fake, and the time from SIGCONT until it has applied them all gives its
+# ingestion rate.
+e2e_run() {
+    local b=$1 fake_pid fake_url t0 fw ev0 per sw sw0 fw0 perf_pid
+    rm -f "$W/fake-$b.port"
+    "$FAKE" --port 0 --port-file "$W/fake-$b.port" --history-size $((E2E_JOBS * 3 + 1000)) >"$W/fake-$b.out" 2>&1 &
+    fake_pid=$!
+    PIDS_TO_KILL+=("$fake_pid")
+    for _ in $(seq 300); do [ -s "$W/fake-$b.port" ] && break; sleep 0.1; done
+    [ -s "$W/fake-$b.port" ] || { echo "compare: kube-fake did not start" >&2; cat "$W/fake-$b.out" >&2; return 1; }
+    fake_url="http://127.0.0.1:$(cat "$W/fake-$b.port")"
+    PORTS[$b]=""
+    use_build "$b"
+    PORTS[$b]=$(paidb_free_port)
+    paidb_start_pg "$W/pg-$b" "${PORTS[$b]}" "shared_buffers = '512MB'" "max_connections = 50" \
+        "shared_preload_libraries = 'paidb'" "paidb.k8s_api_server = '$fake_url'" || return 1
+    use_build "$b"
+    psql -X -q -v ON_ERROR_STOP=1 -f "$ROOT/test/bench/fixtures.sql" -c "CREATE EXTENSION paidb" -c "CREATE SEQUENCE bench.e2e_seq" >/dev/null || return 1
+    workers_ready() { [ "$(q "SELECT count(*) FROM paidb.status() WHERE pid IS NOT NULL AND state NOT LIKE 'waiting%'")" = 3 ]; }
+    poll workers_ready 0.2 60 || { echo "compare: the workers of ${LABEL[$b]} did not start" >&2; return 1; }
+    echo "SELECT 1 FROM paidb.put_framework_request(replace((SELECT t FROM bench.template), '__name__', 's' || nextval('bench.e2e_seq'))::jsonb);" > "$W/submit.sql"
+    chmod 644 "$W/submit.sql"
+    per=$((E2E_JOBS / CLIENTS))
+    all_synced() { [ "$(q "SELECT count(*) FROM paidb.framework WHERE NOT request_synced")" = 0 ]; }
+    sw=$(q "SELECT pid FROM paidb.status() WHERE worker = 'sync'")
+    sw0=$(cpu_secs "$sw")
+    perf_pid=""
+    if [ -n "${BENCH_PERF_DIR:-}" ]; then
+        perf record -q -o "$BENCH_PERF_DIR/sync-$b.data" -p "$sw" >/dev/null 2>&1 &
+        perf_pid=$!
+    fi
+    t0=$(now)
+    nice "$PG_BIN/pgbench" -n -c $CLIENTS -j 2 -t $per -f "$W/submit.sql" postgres > "$W/pgbench-$b.log" 2>&1 \
+        || { echo "compare: pgbench failed" >&2; cat "$W/pgbench-$b.log" >&2; return 1; }
+    if poll all_synced 0.2 300; then
+        record create "$b" "$(awk -v n=$((per * CLIENTS)) -v t="$(since "$t0")" 'BEGIN {printf "%.0f", n / t}')"
+        record create_cpu "$b" "$(awk -v n=$((per * CLIENTS)) -v a="$sw0" -v b="$(cpu_secs "$sw")" 'BEGIN {printf "%.0f", (b > a) ? n / (b - a) : 0}')"
+    else
+        echo "compare: ${LABEL[$b]}: not all synced within 5 minutes" >&2; record create "$b" 0; record create_cpu "$b" 0
+    fi
+    [ -n "$perf_pid" ] && { kill -INT "$perf_pid"; wait "$perf_pid"; }
+    fw=$(q "SELECT pid FROM paidb.status() WHERE worker = 'framework watcher'")
+    ev0=$(q "SELECT events_applied FROM paidb.status() WHERE worker = 'framework watcher'")
+    kill -STOP "$fw"; STOPPED_PID=$fw
+    nice $HELPER patch-status --url "$fake_url" --prefix s --first 1 --n $((per * CLIENTS)) --procs 4 >/dev/null
+    ingested() { [ "$(q "SELECT events_applied FROM paidb.status() WHERE worker = 'framework watcher'")" -ge $((ev0 + per * CLIENTS)) ]; }
+    fw0=$(cpu_secs "$fw")
+    t0=$(now)
+    kill -CONT "$fw"; STOPPED_PID=""
+    if poll ingested 0.05 300; then
+        record ingest "$b" "$(awk -v n=$((per * CLIENTS)) -v t="$(since "$t0")" 'BEGIN {printf "%.0f", n / t}')"
+        record ingest_cpu "$b" "$(awk -v n=$((per * CLIENTS)) -v a="$fw0" -v b="$(cpu_secs "$fw")" 'BEGIN {printf "%.0f", (b > a) ? n / (b - a) : 0}')"
+    else
+        echo "compare: ${LABEL[$b]}: backlog not applied within 5 minutes" >&2; record ingest "$b" 0; record ingest_cpu "$b" 0
+    fi
+    paidb_stop_pg "$W/pg-$b"; rm -rf "$W/pg-$b"
+    kill "$fake_pid"; wait "$fake_pid" 2>/dev/null
+}
+if [ "$E2E_JOBS" -gt 0 ]; then
+    FIGURES+=(create create_cpu ingest ingest_cpu)
+    NAME[create_cpu]="  the same, per CPU second of the sync worker"
+    NAME[ingest_cpu]="  the same, per CPU second of the framework watcher"
+    NAME[create]="sync worker creates/s in the API server ($E2E_JOBS jobs, submit to all synced)"
+    NAME[ingest]="framework watcher ingestion events/s (backlog of $E2E_JOBS status events)"
+    for i in $(seq "$RUNS"); do
+        for b in $(order "$i"); do e2e_run "$b" || exit 1; done
+    done
+fi
+
+# ------------------------------------------------------------------ report
+echo
+# ratio: of the two medians; paired: the median of each run's now/0.1 (the
+# two measured back to back), which cancels drift between runs better;
+# spread: the larger of the two builds' (max - min) / median.
+printf '%-78s %13s %9s %6s %6s %6s  %s\n' "figure (median of $RUNS runs)" "${LABEL[old]}" "${LABEL[new]}" "ratio" "paired" "spread" "within 5%"
+for f in "${FIGURES[@]}"; do
+    mo=$(tr ' ' '\n' <<<"${R[$f,old]}" | median)
+    mn=$(tr ' ' '\n' <<<"${R[$f,new]}" | median)
+    paired=$(paste -d' ' <(tr ' ' '\n' <<<"${R[$f,old]}") <(tr ' ' '\n' <<<"${R[$f,new]}") |
+        awk '$1 > 0 {printf "%.4f\n", $2 / $1}' | median)
+    so=$(tr ' ' '\n' <<<"${R[$f,old]}" | spread_pct)
+    sn=$(tr ' ' '\n' <<<"${R[$f,new]}" | spread_pct)
+    awk -v n="${NAME[$f]}" -v o="$mo" -v c="$mn" -v p="${paired:-0}" -v so="$so" -v sn="$sn" 'BEGIN {r = (o > 0) ? c / o : 0;
+        sp = (so + 0 > sn + 0) ? so : sn;
+        printf "%-78s %13.0f %9.0f %6.3f %6.3f %5s%%  %s\n", n, o, c, r, p, sp, (r >= 0.95 ? "PASS" : "MISS")}'
+done
+echo
+echo "runs (in run order; run i of both builds back to back):"
+for f in "${FIGURES[@]}"; do
+    for b in old new; do
+        printf '  %-10s %-14s %s  (spread %s%%)\n' "$f" "${LABEL[$b]}" "${R[$f,$b]}" "$(tr ' ' '\n' <<<"${R[$f,$b]}" | spread_pct)"
+    done
+done
+echo "machine: $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg) at the end (shared with other work: read ratios)"
