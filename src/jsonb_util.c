@@ -168,13 +168,16 @@ jb_container_equal(JsonbContainer *a, JsonbContainer *b)
 	return compareJsonbContainers(a, b) == 0;
 }
 
-/* Parse JSON text into jsonb (raises ERROR on invalid JSON). */
+/*
+ * Parse JSON text into jsonb (raises ERROR on invalid JSON).  Text already
+ * NUL-terminated at len is parsed in place: a large object is not copied.
+ */
 Jsonb *
 jb_from_text(const char *text, int len)
 {
-	char	   *copy = pnstrdup(text, len);
+	const char *cstr = text[len] == '\0' ? text : pnstrdup(text, len);
 
-	return DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(copy)));
+	return DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(cstr)));
 }
 
 /* Serialise a container as compact JSON text (palloc'd). */
