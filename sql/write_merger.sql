@@ -62,6 +62,12 @@ SELECT snapshot->'spec'->'taskRoles' AS task_roles, snapshot->'metadata'->>'uid'
 SELECT paidb.apply_watch_event('MODIFIED', '{"metadata": {"name": "job1", "resourceVersion": "99",
   "annotations": {"requestGeneration": "2"}}, "status": {"state": "AttemptCreationPending"}}');
 SELECT name, sub_state, rv FROM pg_temp.jobs;
+-- A resourceVersion beyond int64 (30 nines) is no version: the event is
+-- applied, the stored resource version stays
+SELECT paidb.apply_watch_event('MODIFIED', '{"metadata": {"name": "job1", "resourceVersion": "999999999999999999999999999999",
+  "annotations": {"requestGeneration": "2"}}, "status": {"state": "AttemptRunning",
+  "attemptStatus": {"id": 0}, "retryPolicyStatus": {"totalRetriedCount": 0, "accountableRetriedCount": 0}}}');
+SELECT name, sub_state, rv FROM pg_temp.jobs;
 
 -- Path test: the generation changed in the API server -> request_synced = false
 SELECT paidb.apply_watch_event('MODIFIED', '{"metadata": {"name": "job1", "resourceVersion": "101",

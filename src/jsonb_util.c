@@ -7,10 +7,14 @@
  */
 #include "postgres.h"
 
+#include "common/jsonapi.h"
 #include "lib/stringinfo.h"
+#include "mb/pg_wchar.h"
 #include "utils/builtins.h"
 #include "utils/fmgrprotos.h"
 #include "utils/jsonb.h"
+#include "utils/jsonfuncs.h"
+#include "utils/memutils.h"
 
 #include "jsonb_util.h"
 
@@ -168,13 +172,187 @@ jb_container_equal(JsonbContainer *a, JsonbContainer *b)
 	return compareJsonbContainers(a, b) == 0;
 }
 
-/* Parse JSON text into jsonb (raises ERROR on invalid JSON). */
+/* Text from which jb_from_text builds jsonb itself rather than by jsonb_in */
+#define JB_LARGE_TEXT	(1024 * 1024)
+
+/* What the large-text parser builds */
+typedef struct JbBuild
+{
+	JsonLexContext *lex;
+	JsonbParseState *state;
+	JsonbValue *result;
+} JbBuild;
+
+/* A string's length, if jsonb can hold it (as jsonb_in checks) */
+static int
+jb_string_len(size_t len)
+{
+	if (len > JENTRY_OFFLENMASK)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("string too long to represent as jsonb string"),
+				 errdetail("Due to an implementation restriction, jsonb strings cannot exceed %d bytes.",
+						   JENTRY_OFFLENMASK)));
+	return (int) len;
+}
+
+/* Parser callback: an object begins */
+static void
+jb_build_object_start(void *arg)
+{
+	JbBuild    *b = arg;
+
+	b->result = pushJsonbValue(&b->state, WJB_BEGIN_OBJECT, NULL);
+}
+
+/* Parser callback: an object ends */
+static void
+jb_build_object_end(void *arg)
+{
+	JbBuild    *b = arg;
+
+	b->result = pushJsonbValue(&b->state, WJB_END_OBJECT, NULL);
+}
+
+/* Parser callback: an array begins */
+static void
+jb_build_array_start(void *arg)
+{
+	JbBuild    *b = arg;
+
+	b->result = pushJsonbValue(&b->state, WJB_BEGIN_ARRAY, NULL);
+}
+
+/* Parser callback: an array ends */
+static void
+jb_build_array_end(void *arg)
+{
+	JbBuild    *b = arg;
+
+	b->result = pushJsonbValue(&b->state, WJB_END_ARRAY, NULL);
+}
+
+/* Parser callback: an object key */
+static void
+jb_build_field(void *arg, char *fname, bool isnull)
+{
+	JbBuild    *b = arg;
+	JsonbValue	v;
+
+	v.type = jbvString;
+	v.val.string.len = jb_string_len(strlen(fname));
+	v.val.string.val = fname;
+	b->result = pushJsonbValue(&b->state, WJB_KEY, &v);
+}
+
+/*
+ * Parser callback: a scalar.  The token is the parser's own copy; the
+ * lexer's buffer behind a large string is let go at once (the next string
+ * starts it afresh), so a huge string is not held three times.
+ */
+static void
+jb_build_scalar(void *arg, char *token, JsonTokenType type)
+{
+	JbBuild    *b = arg;
+	JsonbValue	v;
+
+	switch (type)
+	{
+		case JSON_TOKEN_STRING:
+			v.type = jbvString;
+			v.val.string.len = jb_string_len(strlen(token));
+			v.val.string.val = token;
+			if (b->lex->strval != NULL && b->lex->strval->maxlen > JB_LARGE_TEXT)
+			{
+				pfree(b->lex->strval->data);
+				initStringInfo(b->lex->strval);
+			}
+			break;
+		case JSON_TOKEN_NUMBER:
+			v.type = jbvNumeric;
+			v.val.numeric = DatumGetNumeric(DirectFunctionCall3(numeric_in, CStringGetDatum(token),
+																ObjectIdGetDatum(InvalidOid),
+																Int32GetDatum(-1)));
+			break;
+		case JSON_TOKEN_TRUE:
+			v.type = jbvBool;
+			v.val.boolean = true;
+			break;
+		case JSON_TOKEN_FALSE:
+			v.type = jbvBool;
+			v.val.boolean = false;
+			break;
+		case JSON_TOKEN_NULL:
+			v.type = jbvNull;
+			break;
+		default:
+			elog(ERROR, "unexpected JSON token type %d", (int) type);
+	}
+	if (b->state == NULL)
+	{
+		/* a scalar alone: jsonb keeps it as a one-element raw array */
+		JsonbValue	va;
+
+		va.type = jbvArray;
+		va.val.array.rawScalar = true;
+		va.val.array.nElems = 1;
+		b->result = pushJsonbValue(&b->state, WJB_BEGIN_ARRAY, &va);
+		b->result = pushJsonbValue(&b->state, WJB_ELEM, &v);
+		b->result = pushJsonbValue(&b->state, WJB_END_ARRAY, NULL);
+	}
+	else if (b->state->contVal.type == jbvArray)
+		b->result = pushJsonbValue(&b->state, WJB_ELEM, &v);
+	else
+		b->result = pushJsonbValue(&b->state, WJB_VALUE, &v);
+}
+
+/*
+ * Large text: the same parse as jsonb_in, but the parser's tokens and value
+ * tree live in a context of their own, freed as soon as the jsonb is built
+ * (in the caller's context), so a 50 MB object costs its text, one tree and
+ * the result at the peak, and only the result after.
+ */
+Jsonb *
+jb_from_large_text(const char *text, int len)
+{
+	MemoryContext caller = CurrentMemoryContext;
+	MemoryContext parse_cxt = AllocSetContextCreate(caller, "paidb large JSON parse",
+													ALLOCSET_DEFAULT_SIZES);
+	JsonSemAction sem;
+	JbBuild		b;
+	Jsonb	   *out;
+
+	MemoryContextSwitchTo(parse_cxt);
+	memset(&b, 0, sizeof(b));
+	memset(&sem, 0, sizeof(sem));
+	b.lex = makeJsonLexContextCstringLen((char *) text, len, GetDatabaseEncoding(), true);
+	sem.semstate = &b;
+	sem.object_start = jb_build_object_start;
+	sem.object_end = jb_build_object_end;
+	sem.array_start = jb_build_array_start;
+	sem.array_end = jb_build_array_end;
+	sem.object_field_start = jb_build_field;
+	sem.scalar = jb_build_scalar;
+	pg_parse_json_or_ereport(b.lex, &sem);
+	MemoryContextSwitchTo(caller);
+	out = JsonbValueToJsonb(b.result);
+	MemoryContextDelete(parse_cxt);
+	return out;
+}
+
+/*
+ * Parse JSON text into jsonb (raises ERROR on invalid JSON).  Text already
+ * NUL-terminated at len is parsed in place: a large object is not copied.
+ */
 Jsonb *
 jb_from_text(const char *text, int len)
 {
-	char	   *copy = pnstrdup(text, len);
+	const char *cstr;
 
-	return DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(copy)));
+	if (len >= JB_LARGE_TEXT && memchr(text, '\0', len) == NULL)
+		return jb_from_large_text(text, len);
+	cstr = text[len] == '\0' ? text : pnstrdup(text, len);
+	return DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(cstr)));
 }
 
 /* Serialise a container as compact JSON text (palloc'd). */

@@ -42,6 +42,8 @@ extern bool jb_container_equal(JsonbContainer *a, JsonbContainer *b);
 
 /* Parse JSON text into jsonb (raises ERROR on invalid JSON). */
 extern Jsonb *jb_from_text(const char *text, int len);
+/* jb_from_text's own parser for large text (as jsonb_in, tree freed early) */
+extern Jsonb *jb_from_large_text(const char *text, int len);
 
 /* Serialise a container as compact JSON text (palloc'd). */
 extern char *jb_to_text(JsonbContainer *jc, int estimated_len);

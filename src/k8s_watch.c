@@ -53,11 +53,26 @@
 /* Longest key the framer compares (longer keys match nothing) */
 #define K8S_FRAME_KEY_MAX	32
 
+/*
+ * A value still unended after this many times the cap, and at least
+ * K8S_FRAME_RUNAWAY_MIN bytes, is not a value: no API server sends one (an
+ * etcd value is a few MB at most); the stream is given up as bad data.
+ */
+#define K8S_FRAME_RUNAWAY	2
+#define K8S_FRAME_RUNAWAY_MIN ((size_t) 256 * 1024 * 1024)
+
 /* Longest string value the framer notes (longer: noted as absent) */
 #define K8S_FRAME_NOTE_MAX	1024
 
 /* Room around the object in a watch event ({"type":"MODIFIED","object":}) */
 #define K8S_EVENT_SLACK		4096
+
+/*
+ * A value's buffer beyond this size moves to a memory context of its own,
+ * which is handed to the caller with the text: a large object is never
+ * copied between the framer and whoever parses it.
+ */
+#define K8S_FRAME_OWN_CXT	(64 * 1024)
 
 /* Limit of a LIST member other than items (kind, apiVersion, metadata) */
 #define K8S_LIST_MEMBER_MAX (1024 * 1024)
@@ -113,9 +128,12 @@ typedef struct K8sFramer
 	/* bytes */
 	size_t		nbytes;			/* bytes of the value so far */
 	bool		oversized;
+	bool		oversize_told;	/* watch: a notice of it was queued */
+	bool		runaway;		/* ran past K8S_FRAME_RUNAWAY caps unended */
 	char	   *buf;
 	size_t		buf_len;
 	size_t		buf_cap;
+	MemoryContext buf_cxt;		/* a large buf's own context, or NULL */
 } K8sFramer;
 
 /* A framed value waiting to be taken */
@@ -123,8 +141,12 @@ typedef struct K8sFrame
 {
 	dlist_node	node;
 	char	   *text;			/* the value (NUL-terminated), or NULL if oversized */
+	MemoryContext text_cxt;		/* a large text's own context (handed on whole), or NULL */
 	size_t		len;			/* its length, or the size seen */
 	bool		oversized;
+	bool		notice;			/* watch: the value passed the cap and is
+								 * still streaming (nothing else is set) */
+	bool		told;			/* watch: a notice of it went before */
 	char		first;			/* first byte of the value (watch: of its object) */
 	char	   *type;			/* decoded notes, or NULL */
 	char	   *name;
@@ -229,7 +251,9 @@ k8s_framer_reset(K8sFramer *fr)
 	size_t		slack = fr->slack;
 	bool		watch = fr->watch;
 
-	if (fr->buf)
+	if (fr->buf_cxt)
+		MemoryContextDelete(fr->buf_cxt);
+	else if (fr->buf)
 		pfree(fr->buf);
 	k8s_framer_init(fr, mcxt, cap, slack, watch);
 }
@@ -340,8 +364,11 @@ k8s_framer_keep(K8sFramer *fr, const char *data, size_t n)
 	{
 		/* checked before the buffer grows: nothing beyond the cap is held */
 		fr->oversized = true;
-		if (fr->buf)
+		if (fr->buf_cxt)
+			MemoryContextDelete(fr->buf_cxt);
+		else if (fr->buf)
 			pfree(fr->buf);
+		fr->buf_cxt = NULL;
 		fr->buf = NULL;
 		fr->buf_len = fr->buf_cap = 0;
 	}
@@ -354,10 +381,24 @@ k8s_framer_keep(K8sFramer *fr, const char *data, size_t n)
 			while (newcap < fr->buf_len + n + 1)
 				newcap *= 2;
 			newcap = Min(newcap, cap + 1);
-			if (fr->buf == NULL)
+			if (fr->buf_cxt == NULL && newcap > K8S_FRAME_OWN_CXT)
+			{
+				char	   *big;
+
+				fr->buf_cxt = AllocSetContextCreate(fr->mcxt, "paidb large value",
+													ALLOCSET_SMALL_SIZES);
+				big = MemoryContextAllocHuge(fr->buf_cxt, newcap);
+				if (fr->buf)
+				{
+					memcpy(big, fr->buf, fr->buf_len);
+					pfree(fr->buf);
+				}
+				fr->buf = big;
+			}
+			else if (fr->buf == NULL)
 				fr->buf = MemoryContextAlloc(fr->mcxt, newcap);
 			else
-				fr->buf = repalloc(fr->buf, newcap);
+				fr->buf = repalloc_huge(fr->buf, newcap);
 			fr->buf_cap = newcap;
 		}
 		memcpy(fr->buf + fr->buf_len, data, n);
@@ -378,6 +419,7 @@ k8s_framer_feed(K8sFramer *fr, const char *data, size_t len, bool *done, bool *b
 {
 	size_t		p = 0;
 	size_t		seg;
+	size_t		limit = Max(K8S_FRAME_RUNAWAY * k8s_framer_cap(fr), K8S_FRAME_RUNAWAY_MIN);
 
 	*done = false;
 	*bad = false;
@@ -404,6 +446,13 @@ k8s_framer_feed(K8sFramer *fr, const char *data, size_t len, bool *done, bool *b
 	{
 		char		c = data[p];
 
+		/* by position in the value, so that any chunking gives up at the same byte */
+		if (fr->nbytes + (p - seg) > limit)
+		{
+			fr->runaway = true;
+			*bad = true;
+			break;
+		}
 		if (fr->in_string)
 		{
 			K8sNoted   *nt = fr->note >= 0 ? &fr->notes[fr->note] : NULL;
@@ -412,8 +461,12 @@ k8s_framer_feed(K8sFramer *fr, const char *data, size_t len, bool *done, bool *b
 			if (!fr->escape && !fr->string_is_key && nt == NULL)
 			{
 				/* the common case: skip to the next quote or backslash */
-				while (p < len && data[p] != '"' && data[p] != '\\')
+				size_t		stop = Min(len, seg + (limit + 1 - fr->nbytes));
+
+				while (p < stop && data[p] != '"' && data[p] != '\\')
 					p++;
+				if (p == stop && p < len)
+					continue;	/* at the limit: the check above ends it */
 				if (p == len)
 					break;
 				c = data[p];
@@ -582,6 +635,35 @@ k8s_noted_string(MemoryContext mcxt, const K8sNoted *nt)
 	return out;
 }
 
+/* Copy what is noted so far into a frame (the framer keeps its notes) */
+static void
+k8s_framer_copy_notes(K8sFramer *fr, K8sFrame *f, MemoryContext mcxt)
+{
+	f->type = k8s_noted_string(mcxt, &fr->notes[NOTE_TYPE]);
+	f->name = k8s_noted_string(mcxt, &fr->notes[NOTE_NAME]);
+	f->rv = k8s_noted_string(mcxt, &fr->notes[NOTE_RV]);
+	f->name_too_long = fr->notes[NOTE_NAME].set && fr->notes[NOTE_NAME].too_long;
+}
+
+/*
+ * A notice frame for a watch event that has just passed the cap and is
+ * still streaming: what it carried so far, once per value.
+ */
+static K8sFrame *
+k8s_framer_notice(K8sFramer *fr, MemoryContext mcxt)
+{
+	K8sFrame   *f = MemoryContextAllocZero(mcxt, sizeof(K8sFrame));
+
+	f->notice = true;
+	f->oversized = true;
+	f->len = fr->nbytes;
+	/* a string being noted right now is not whole: not used */
+	if (!fr->in_string || fr->note < 0)
+		k8s_framer_copy_notes(fr, f, mcxt);
+	fr->oversize_told = true;
+	return f;
+}
+
 /* Take the value framed as a K8sFrame in mcxt; the framer starts over */
 static K8sFrame *
 k8s_framer_take(K8sFramer *fr, MemoryContext mcxt)
@@ -595,12 +677,12 @@ k8s_framer_take(K8sFramer *fr, MemoryContext mcxt)
 	{
 		fr->buf[fr->buf_len] = '\0';
 		f->text = fr->buf;
+		f->text_cxt = fr->buf_cxt;
 		fr->buf = NULL;			/* handed over */
+		fr->buf_cxt = NULL;
 	}
-	f->type = k8s_noted_string(mcxt, &fr->notes[NOTE_TYPE]);
-	f->name = k8s_noted_string(mcxt, &fr->notes[NOTE_NAME]);
-	f->rv = k8s_noted_string(mcxt, &fr->notes[NOTE_RV]);
-	f->name_too_long = fr->notes[NOTE_NAME].set && fr->notes[NOTE_NAME].too_long;
+	k8s_framer_copy_notes(fr, f, mcxt);
+	f->told = fr->oversize_told;
 	if (fr->watch)
 	{
 		f->first = fr->obj_first;
@@ -621,20 +703,37 @@ k8s_framer_take(K8sFramer *fr, MemoryContext mcxt)
  * ---------------------------------------------------------------------
  */
 
-/* Whether a resourceVersion is decimal digits (1 to 64), as etcd's are */
+/*
+ * Whether a resourceVersion is a decimal number that fits in int64, as
+ * etcd's revisions do; its value in *value (may be NULL).  Anything else
+ * (text, a sign, 30 nines) is not a position paidb can store or compare.
+ */
 bool
-k8s_rv_is_decimal(const char *rv)
+k8s_rv_parse(const char *rv, int64 *value)
 {
 	const char *p;
+	uint64		v = 0;
 
-	if (rv == NULL || rv[0] == '\0' || strlen(rv) > 64)
+	if (rv == NULL || rv[0] == '\0' || strlen(rv) > 19)
 		return false;
 	for (p = rv; *p; p++)
 	{
 		if (*p < '0' || *p > '9')
 			return false;
+		v = v * 10 + (uint64) (*p - '0');	/* 19 digits fit in uint64 */
 	}
+	if (v > (uint64) PG_INT64_MAX)
+		return false;
+	if (value)
+		*value = (int64) v;
 	return true;
+}
+
+/* Whether a resourceVersion is a position paidb can watch from */
+bool
+k8s_rv_is_decimal(const char *rv)
+{
+	return k8s_rv_parse(rv, NULL);
 }
 
 /* Take the first queued frame, or NULL */
@@ -647,11 +746,40 @@ k8s_queue_pop(dlist_head *queue, int *count)
 	return dlist_container(K8sFrame, node, dlist_pop_head_node(queue));
 }
 
+/*
+ * The frame's text from byte start on, len bytes, NUL-terminated, palloc'd
+ * in CurrentMemoryContext: a large text is moved there with its own
+ * context, not copied.  The frame no longer holds it.
+ */
+static char *
+k8s_frame_hand_over(K8sFrame *f, size_t start, size_t len)
+{
+	char	   *out;
+
+	if (f->text_cxt == NULL)
+	{
+		out = palloc(len + 1);
+		memcpy(out, f->text + start, len);
+		out[len] = '\0';
+		return out;
+	}
+	if (start > 0)
+		memmove(f->text, f->text + start, len);
+	f->text[len] = '\0';
+	out = f->text;
+	MemoryContextSetParent(f->text_cxt, CurrentMemoryContext);
+	f->text = NULL;
+	f->text_cxt = NULL;
+	return out;
+}
+
 /* Free a frame taken from a queue */
 static void
 k8s_frame_free(K8sFrame *f)
 {
-	if (f->text)
+	if (f->text_cxt)
+		MemoryContextDelete(f->text_cxt);
+	else if (f->text)
 		pfree(f->text);
 	if (f->type)
 		pfree(f->type);
@@ -725,12 +853,23 @@ k8s_watch_consume(K8sRequest *req, void *state, const char *data, size_t len)
 		pos += k8s_framer_feed(&w->fr, data + pos, len - pos, &done, &bad);
 		if (!bad && w->fr.active && w->fr.first != '{')
 			bad = true;
+		if (w->fr.oversized && !w->fr.oversize_told)
+		{
+			/* said as soon as it passes the cap, not when (if ever) it ends */
+			f = k8s_framer_notice(&w->fr, k8s_request_context(req));
+			dlist_push_tail(&w->queue, &f->node);
+			w->nqueued++;
+			produced++;
+		}
 		if (bad)
 		{
 			w->bad = true;
-			w->bad_message = MemoryContextStrdup(k8s_request_context(req),
-												 "invalid JSON in watch stream: not a sequence of JSON objects");
-			return -1;
+			w->bad_message = w->fr.runaway ?
+				psprintf("an event in the watch stream ran to %zu bytes without ending, far past paidb.max_object_bytes",
+						 w->fr.nbytes) :
+				pstrdup("invalid JSON in watch stream: not a sequence of JSON objects");
+			w->bad_message = MemoryContextStrdup(k8s_request_context(req), w->bad_message);
+			return -1;			/* events queued before it are still taken */
 		}
 		if (!done)
 			continue;
@@ -939,6 +1078,19 @@ k8s_watch_next_event(K8sWatch *watch)
 		return NULL;
 
 	e = palloc0(sizeof(K8sWatchEvent));
+	if (f->notice)
+	{
+		/* an event passing the cap, still streaming: only to be said */
+		e->type = f->type ? k8s_watch_event_type(f->type) : K8S_WATCH_UNKNOWN;
+		e->type_name = e->type != K8S_WATCH_UNKNOWN ? k8s_event_type_names[e->type] : "(not yet seen)";
+		e->name = k8s_pstrdup_or_null(f->name);
+		e->oversized = true;
+		e->in_progress = true;
+		e->object_len = f->len;
+		k8s_frame_free(f);
+		return e;
+	}
+	e->told = f->told;
 	e->type = f->type ? k8s_watch_event_type(f->type) : K8S_WATCH_UNKNOWN;
 	e->type_name = e->type != K8S_WATCH_UNKNOWN ? k8s_event_type_names[e->type] :
 		f->type ? pstrdup(f->type) : pstrdup("(none)");
@@ -953,9 +1105,7 @@ k8s_watch_next_event(K8sWatch *watch)
 	else if (f->text != NULL && f->obj_len > 0)
 	{
 		e->object_len = f->obj_len;
-		e->object_json = palloc(f->obj_len + 1);
-		memcpy(e->object_json, f->text + f->obj_start, f->obj_len);
-		e->object_json[f->obj_len] = '\0';
+		e->object_json = k8s_frame_hand_over(f, f->obj_start, f->obj_len);
 	}
 	k8s_frame_free(f);
 
@@ -1243,6 +1393,12 @@ k8s_list_consume(K8sRequest *req, void *state, const char *data, size_t len)
 					bool		bad;
 
 					pos += k8s_framer_feed(fr, data + pos, len - pos, &done, &bad);
+					if (bad && fr->runaway)
+					{
+						k8s_list_set_bad(l, psprintf("a value ran to %zu bytes without ending, far past its limit",
+													 fr->nbytes));
+						return -1;
+					}
 					if (bad)
 					{
 						k8s_list_set_bad(l, "it is not JSON");
@@ -1444,10 +1600,7 @@ k8s_list_next_item(K8sList *list)
 	it->len = f->len;
 	it->oversized = f->oversized;
 	if (f->text != NULL)
-	{
-		it->json = palloc(f->len + 1);
-		memcpy(it->json, f->text, f->len + 1);
-	}
+		it->json = k8s_frame_hand_over(f, 0, f->len);
 	it->name = k8s_pstrdup_or_null(f->name);
 	it->resource_version = k8s_pstrdup_or_null(f->rv);
 	k8s_frame_free(f);

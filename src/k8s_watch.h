@@ -73,6 +73,12 @@ typedef struct K8sWatchEvent
 	char	   *object_json;	/* the object's JSON text, or NULL */
 	size_t		object_len;		/* its length (the size seen if oversized) */
 	bool		oversized;		/* larger than paidb.max_object_bytes */
+	bool		in_progress;	/* a notice: this event has just passed
+								 * paidb.max_object_bytes and is still
+								 * streaming (type and name as seen so far;
+								 * object_len: bytes so far).  The event
+								 * itself follows, told, when it ends. */
+	bool		told;			/* a notice of this oversized event came before */
 	const char *problem;		/* why the event is unusable, or NULL */
 	bool		rv_ignored;		/* its resourceVersion is not decimal: not
 								 * taken as the watch position */
@@ -124,7 +130,9 @@ typedef struct K8sListItem
 	char	   *resource_version;	/* metadata.resourceVersion, or NULL */
 } K8sListItem;
 
-/* Whether a resourceVersion is decimal digits (1 to 64), as etcd's are */
+/* Whether a resourceVersion is a decimal that fits in int64 (etcd's do); its value */
+extern bool k8s_rv_parse(const char *rv, int64 *value);
+/* Whether a resourceVersion is a position paidb can watch from (k8s_rv_parse) */
 extern bool k8s_rv_is_decimal(const char *rv);
 
 /* ---- watch ---- */

@@ -666,7 +666,11 @@ paidb_permanent_failure_status(const char *diagnostics)
 	return v;
 }
 
-/* The resourceVersion of an object as an integer; false if absent or not decimal. */
+/*
+ * The resourceVersion of an object as an integer; false if absent, not
+ * decimal or beyond int64 (the watchers' rule too, k8s_rv_parse: at most
+ * 19 digits).
+ */
 bool
 paidb_object_resource_version(JsonbContainer *object, int64 *rv)
 {
@@ -677,7 +681,7 @@ paidb_object_resource_version(JsonbContainer *object, int64 *rv)
 
 	if (!jb_get_path(object, &v, 2, (const char *[]) {"metadata", "resourceVersion"}) ||
 		v.type != jbvString || v.val.string.len == 0 ||
-		v.val.string.len >= (int) sizeof(buf))
+		v.val.string.len > 19)
 		return false;
 	for (i = 0; i < v.val.string.len; i++)
 		if (!isdigit((unsigned char) v.val.string.val[i]))

@@ -28,6 +28,10 @@
  */
 #include "postgres.h"
 
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
+
 #include "access/xact.h"
 #include "access/xlog.h"
 #include "catalog/pg_type.h"
@@ -57,6 +61,9 @@
 
 /* ... and no more JSON than this (a single larger object still goes alone) */
 #define WATCH_BATCH_MAX_BYTES	(8 * 1024 * 1024)
+
+/* An item this large has its text freed once parsed, and memory trimmed after */
+#define LARGE_ITEM_BYTES		(1024 * 1024)
 
 /* A watch that ends sooner than this without any event counts as a failure */
 #define WATCH_MIN_HEALTHY_MS	1000
@@ -96,6 +103,7 @@ typedef struct WatchItem
 	char	   *json;			/* the object as JSON (reconcile: the list's RV) */
 	size_t		len;			/* strlen(json) */
 	int			seq;			/* place in the batch (keeps one object's order) */
+	bool		last_use;		/* applied on its own: json may be freed once parsed */
 } WatchItem;
 
 typedef struct Reflector Reflector;
@@ -141,6 +149,7 @@ struct Reflector
 	WatchItem  *items;
 	int			nitems;
 	size_t		nbytes;
+	bool		large;			/* the batch holds a LARGE_ITEM_BYTES item */
 	uint64		applied;
 	uint64		skipped;
 	uint64		errors;
@@ -333,19 +342,7 @@ source_key(Reflector *r)
 static bool
 parse_rv(const char *rv, int64 *out)
 {
-	int64		v = 0;
-	const char *p;
-
-	if (rv == NULL || rv[0] == '\0' || strlen(rv) > 18)
-		return false;
-	for (p = rv; *p; p++)
-	{
-		if (*p < '0' || *p > '9')
-			return false;
-		v = v * 10 + (*p - '0');
-	}
-	*out = v;
-	return true;
+	return k8s_rv_parse(rv, out);
 }
 
 /* ---------------------------------------------------------------------
@@ -527,6 +524,7 @@ apply_run(void *arg)
 		errcb.previous = error_context_stack;
 		error_context_stack = &errcb;
 		MemoryContextSwitchTo(run->r->item_cxt);
+		item->last_use = (run->n == 1);
 		outcome = run->fn(run->r, item);
 		MemoryContextSwitchTo(oldcxt);
 		error_context_stack = errcb.previous;
@@ -624,6 +622,16 @@ batch_reset(Reflector *r)
 	r->applied = r->skipped = r->errors = 0;
 	r->has_error = false;
 	MemoryContextReset(r->batch_cxt);
+#ifdef __GLIBC__
+	/*
+	 * The pieces a large object went through (parser, jsonb, snapshot,
+	 * tuple) below glibc's mmap threshold stay in its heap once freed; give
+	 * them back, or a watcher keeps its peak for good.
+	 */
+	if (r->large)
+		malloc_trim(0);
+#endif
+	r->large = false;
 }
 
 /* Whether the batch is full. */
@@ -644,7 +652,10 @@ batch_add(Reflector *r, const char *type, char *name, char *json, size_t len)
 	item->json = json;
 	item->len = len;
 	item->seq = r->nitems - 1;
+	item->last_use = false;
 	r->nbytes += len;
+	if (len >= LARGE_ITEM_BYTES)
+		r->large = true;
 }
 
 /* Report what a committed batch did. */
@@ -695,11 +706,11 @@ note_bad_rv(Reflector *r, const char *what, const char *rv)
 {
 	ereport(WARNING,
 			(errcode(ERRCODE_EXTERNAL_ROUTINE_EXCEPTION),
-			 errmsg("paidb %s: resourceVersion \"%.64s\" of a %s event is not a decimal number",
+			 errmsg("paidb %s: resourceVersion \"%.64s\" of a %s event is not a decimal number of at most 64 bits",
 					paidb_worker_names[r->def->kind], rv ? rv : "", what),
 			 errdetail("The watch position is not moved to it.")));
 	snprintf(r->last_error, sizeof(r->last_error),
-			 "resourceVersion \"%.64s\" of a %s event is not a decimal number", rv ? rv : "", what);
+			 "resourceVersion \"%.64s\" of a %s event is not a decimal number of at most 64 bits", rv ? rv : "", what);
 	r->has_error = true;
 	r->errors++;
 }
@@ -716,12 +727,28 @@ frameworks_path(K8sClient *client)
 	return k8s_path_frameworks(client, NULL, NULL);
 }
 
+/*
+ * Free an item's large JSON text once it is parsed, if nothing retries it:
+ * a 50 MB object is then not held twice (text and jsonb) while it is merged.
+ */
+static void
+drop_item_text(WatchItem *item)
+{
+	if (item->last_use && item->len >= LARGE_ITEM_BYTES)
+	{
+		pfree(item->json);
+		item->json = NULL;
+	}
+}
+
 /* Merge one framework event (or adopt a listed framework on the first run). */
 static ApplyOutcome
 apply_framework(Reflector *r, WatchItem *item)
 {
 	Jsonb	   *object = jb_from_text(item->json, (int) item->len);
 	const char *result;
+
+	drop_item_text(item);
 
 	if ((r->importing || (r->adopt_in_watch && strcmp(item->type, "DELETED") != 0))
 		&& paidb_import_framework_internal(object))
@@ -919,6 +946,7 @@ apply_event(Reflector *r, WatchItem *item)
 		return APPLY_SKIPPED;
 
 	event = jb_from_text(item->json, (int) item->len);
+	drop_item_text(item);
 	if (!JB_ROOT_IS_OBJECT(event))
 		return APPLY_SKIPPED;
 	kind = jb_get_cstring(&event->root, 2, (const char *[]) {"involvedObject", "kind"});
@@ -1178,6 +1206,20 @@ batch_fill_from_watch(Reflector *r, K8sWatch *watch, bool *error_event)
 
 		if (ev == NULL)
 			break;
+		if (ev->in_progress)
+		{
+			/* said while it still streams; the event's end is not waited for */
+			note_skip(r, ev->name, "the object of its %s event has %zu bytes, more than paidb.max_object_bytes (%d), and still streams",
+					  ev->type_name, ev->object_len, paidb_max_object_bytes);
+			continue;
+		}
+		if (ev->oversized && ev->told)
+		{
+			elog(LOG, "paidb %s: the %s event of \"%s\" that passed paidb.max_object_bytes ended after %zu bytes",
+				 paidb_worker_names[r->def->kind], ev->type_name, ev->name ? ev->name : "(no name)",
+				 ev->object_len);
+			continue;
+		}
 		if (ev->problem != NULL)
 		{
 			note_skip(r, ev->name, "a %s event: %s", ev->type_name, ev->problem);

@@ -47,6 +47,7 @@
 #include "utils/resowner.h"
 
 #include "job_config.h"
+#include "jsonb_util.h"
 #include "k8s_client.h"
 #include "k8s_watch.h"
 #include "merge_patch.h"
@@ -206,11 +207,40 @@ fuzz_job_config(const uint8_t *data, size_t size)
 		fuzz_fail("a cached job config differs from a fresh parse");
 }
 
+/* jb_from_large_text's result, or NULL where it raised an ERROR */
+static Jsonb *
+fuzz_large_parse(const char *text, size_t len)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	Jsonb	   *out = NULL;
+
+	PG_TRY();
+	{
+		out = jb_from_large_text(text, (int) len);
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(cxt);
+		FlushErrorState();
+		out = NULL;
+	}
+	PG_END_TRY();
+	return out;
+}
+
 /* watch_event: {"type": ..., "object": ...} through the write merger */
 static void
 fuzz_watch_event(const uint8_t *data, size_t size)
 {
+	Jsonb	   *built = memchr(data, '\0', size) ? NULL :
+		fuzz_large_parse((const char *) data, size);
 	Jsonb	   *event = fuzz_jsonb((const char *) data, size);
+
+	/* the large-object parser builds what jsonb_in builds (which did not fail) */
+	if (memchr(data, '\0', size) == NULL &&
+		(built == NULL || !fuzz_jsonb_equal(built, event) ||
+		 VARSIZE(built) != VARSIZE(event) || memcmp(built, event, VARSIZE(event)) != 0))
+		fuzz_fail("jb_from_large_text differs from jsonb_in");
 	JsonbValue	k;
 	JsonbValue *type;
 	JsonbValue *object;

@@ -69,8 +69,15 @@ my %opts = (
 	list_big_object => { error => [], %big },
 	watch_big_object => { error => [], %big },
 	# a line that never ends (32 MB a second): paidb must say so, and hold
-	# no more than max_object_bytes of it, while it is still streaming
-	watch_endless_line => { secs => 15 },
+	# no more than max_object_bytes of it, while it is still streaming; far
+	# past the limit (256 MB) it gives the watch up and watches again
+	watch_endless_line => { secs => 30,
+		until_what => 'the endless watch was given up as bad data',
+		until => sub {
+			my ($self) = @_;
+			return PostgreSQL::Test::Utils::slurp_file($self->{node}->logfile)
+			  =~ /an event in the watch stream ran to \d+ bytes without ending, far past paidb\.max_object_bytes/;
+		} },
 	# every watch ends in 410: LIST again, but with backoff (0.8 s doubling;
 	# once ~380 LISTs a second per watcher)
 	watch_410 => { hold => 5, check => sub {
