@@ -11,6 +11,7 @@
 # test/bench/fixtures.sql loaded, no paidb workers (it empties paidb's
 # tables).  BENCH_IMPORT_JOBS changes the number of jobs.
 set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 
 RUNS=${BENCH_RUNS:-3}
 JOBS=${BENCH_IMPORT_JOBS:-100000}
@@ -18,43 +19,14 @@ export PGOPTIONS="${PGOPTIONS:-} -c client_min_messages=warning"
 PSQL=(psql -X -q -v ON_ERROR_STOP=1)
 
 echo "building an OpenPAI database of $JOBS jobs (schema bench_opai) ..."
+# OpenPAI's tables as test/t/060 builds them (one definition, renamed here)
 "${PSQL[@]}" >/dev/null <<SQL
 CREATE EXTENSION IF NOT EXISTS paidb_openpai;
 DROP SCHEMA IF EXISTS bench_opai CASCADE;
-CREATE SCHEMA bench_opai;
-CREATE TABLE bench_opai.frameworks ("insertedAt" timestamptz, name varchar(64) PRIMARY KEY, namespace varchar(64),
-  "jobName" varchar(256), "userName" varchar(256), "jobConfig" text, "executionType" varchar(32),
-  "creationTime" timestamptz, "launchTime" timestamptz, "virtualCluster" varchar(256), "jobPriority" varchar(256),
-  "totalGpuNumber" int, "totalTaskNumber" int, "totalTaskRoleNumber" int, "logPathInfix" varchar(256),
-  "submissionTime" timestamptz NOT NULL, "dockerSecretDef" text, "configSecretDef" text, "userExtensionSecretDef" text,
-  "tokenSecretDef" text, "priorityClassDef" text, retries int, "retryDelayTime" int, "platformRetries" int,
-  "resourceRetries" int, "userRetries" int, "completionTime" timestamptz, "appExitCode" int, "subState" varchar(32),
-  state varchar(32), snapshot text, "requestSynced" boolean NOT NULL DEFAULT false,
-  "apiServerDeleted" boolean NOT NULL DEFAULT false, archived boolean NOT NULL DEFAULT false,
-  "notificationAtRunning" boolean, "notifiedAtRunning" boolean, "notificationAtSucceeded" boolean,
-  "notifiedAtSucceeded" boolean, "notificationAtFailed" boolean, "notifiedAtFailed" boolean,
-  "notificationAtStopped" boolean, "notifiedAtStopped" boolean, "notificationAtRetried" boolean,
-  "notifiedAtRetried" int, "updatedAt" timestamptz NOT NULL);
-CREATE TABLE bench_opai.framework_history ("insertedAt" timestamptz, uid varchar(36) PRIMARY KEY,
-  "frameworkName" varchar(64) NOT NULL, "attemptIndex" int, "historyType" varchar(16) NOT NULL DEFAULT 'retry',
-  snapshot text, "updatedAt" timestamptz NOT NULL);
-CREATE TABLE bench_opai.task_history ("insertedAt" timestamptz, uid varchar(36) PRIMARY KEY,
-  "frameworkName" varchar(64) NOT NULL, "attemptIndex" int, "taskroleName" varchar(256), "taskName" varchar(256),
-  "taskIndex" int, "taskUid" varchar(36) NOT NULL, "taskAttemptIndex" int, "podUid" varchar(36),
-  "historyType" varchar(16) NOT NULL DEFAULT 'retry', snapshot text, "updatedAt" timestamptz NOT NULL);
-CREATE TABLE bench_opai.pods ("insertedAt" timestamptz, uid varchar(36) PRIMARY KEY, "frameworkName" varchar(64) NOT NULL,
-  "attemptIndex" int, "taskroleName" varchar(256), "taskroleIndex" int, "taskAttemptIndex" int, snapshot text,
-  "updatedAt" timestamptz NOT NULL);
-CREATE TABLE bench_opai.framework_events ("insertedAt" timestamptz, uid varchar(36) PRIMARY KEY,
-  "frameworkName" varchar(64) NOT NULL, "podUid" varchar(36), "taskroleName" varchar(256), "taskName" varchar(256),
-  "taskIndex" int, type varchar(32) NOT NULL, reason varchar(64), message text, "firstTimestamp" timestamptz,
-  "lastTimestamp" timestamptz, count int, "sourceComponent" varchar(255), "sourceHost" varchar(255), event text,
-  "updatedAt" timestamptz NOT NULL);
-CREATE TABLE bench_opai.pod_events ("insertedAt" timestamptz, uid varchar(36) PRIMARY KEY, "frameworkName" varchar(64) NOT NULL,
-  "podUid" varchar(36) NOT NULL, type varchar(32) NOT NULL, message text, event text, "updatedAt" timestamptz NOT NULL);
-CREATE TABLE bench_opai.tags ("insertedAt" timestamptz, uid varchar(36) PRIMARY KEY, "frameworkName" varchar(64) NOT NULL,
-  name varchar(512) NOT NULL, "updatedAt" timestamptz NOT NULL);
-
+SQL
+sed -e 's/SCHEMA opai;/SCHEMA bench_opai;/' -e 's/\bopai\./bench_opai./g' "$ROOT/test/t/data/openpai-tables.sql" |
+    "${PSQL[@]}" >/dev/null || exit 1
+"${PSQL[@]}" >/dev/null <<SQL
 -- A finished job's status: 4 task statuses, retried jobs in their third attempt.
 CREATE OR REPLACE FUNCTION bench.openpai_snapshot(name text, attempt int, code int) RETURNS jsonb LANGUAGE sql AS \$f\$
 SELECT bench.request_3kb(name) || jsonb_build_object(
@@ -106,7 +78,7 @@ median() { sort -n | awk '{a[NR]=$1} END {if (NR % 2) print a[(NR+1)/2]; else pr
 
 # Seconds one statement takes (after emptying the targets), read from psql's \timing.
 timed() {
-    "${PSQL[@]}" -c "TRUNCATE paidb.framework, paidb.framework_history, paidb.tag, openpai.import_rejects,
+    "${PSQL[@]}" -c "TRUNCATE paidb.framework, paidb.job_summary, paidb.job_count, paidb.job_count_delta, paidb.framework_history, paidb.tag, openpai.import_rejects,
                      bench.floor_framework, bench.floor_history, bench.floor_tag" -c CHECKPOINT
     "${PSQL[@]}" -c '\timing on' -c "$1" | sed -n 's/^Time: \([0-9.]*\) ms.*/\1/p' | tail -1 | awk '{printf "%.3f\n", $1 / 1000}'
 }
@@ -132,7 +104,7 @@ A=$(printf '%s\n' "${a[@]}" | median)
 B=$(printf '%s\n' "${b[@]}" | median)
 imported=$("${PSQL[@]}" -At -c "SELECT count(*) FROM paidb.framework")
 # the last run was the floor's: import once more to check what it took
-"${PSQL[@]}" -At -c "TRUNCATE paidb.framework, paidb.framework_history, paidb.tag, openpai.import_rejects" \
+"${PSQL[@]}" -At -c "TRUNCATE paidb.framework, paidb.job_summary, paidb.job_count, paidb.job_count_delta, paidb.framework_history, paidb.tag, openpai.import_rejects" \
     -c "$IMPORT" >/dev/null
 check=$("${PSQL[@]}" -At -c "SELECT (SELECT count(*) FROM paidb.framework) || ' jobs, ' || (SELECT count(*) FROM paidb.framework_history)
    || ' history rows, ' || (SELECT count(*) FROM paidb.tag) || ' tags, ' || (SELECT count(*) FROM openpai.import_rejects) || ' rejects'")
