@@ -229,7 +229,7 @@ e2e_run() {
         "shared_preload_libraries = 'paidb'" "paidb.k8s_api_server = '$fake_url'" || return 1
     use_build "$b"
     psql -X -q -v ON_ERROR_STOP=1 -f "$ROOT/test/bench/fixtures.sql" -c "CREATE EXTENSION paidb" -c "CREATE SEQUENCE bench.e2e_seq" >/dev/null || return 1
-    workers_ready() { [ "$(q "SELECT count(*) FROM paidb.status() WHERE pid IS NOT NULL AND state NOT LIKE 'waiting%'")" = 3 ]; }
+    workers_ready() { [ "$(q "SELECT bool_and(pid IS NOT NULL AND state NOT LIKE 'waiting%') FROM paidb.status()")" = t ]; }
     poll workers_ready 0.2 60 || { echo "compare: the workers of ${LABEL[$b]} did not start" >&2; return 1; }
     echo "SELECT 1 FROM paidb.put_framework_request(replace((SELECT t FROM bench.template), '__name__', 's' || nextval('bench.e2e_seq'))::jsonb);" > "$W/submit.sql"
     chmod 644 "$W/submit.sql"

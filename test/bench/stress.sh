@@ -106,7 +106,7 @@ echo "kube-fake alone: 10000 creates of ~3 KB by $CLIENTS clients in ${CAP_SECS}
 # ------------------------------------------------------------------ paidb
 FAKE_URL=$MAIN_URL
 $PSQL -c "CREATE EXTENSION paidb" || exit 1
-workers_ready() { [ "$(q "SELECT count(*) FROM paidb.status() WHERE pid IS NOT NULL AND state NOT LIKE 'waiting%'")" = 3 ]; }
+workers_ready() { [ "$(q "SELECT bool_and(pid IS NOT NULL AND state NOT LIKE 'waiting%') FROM paidb.status()")" = t ]; }
 poll workers_ready 0.2 60 || { echo "stress: the workers did not start" >&2; tail -20 "$W/pg.log" >&2; exit 1; }
 declare -A WPID
 while IFS='|' read -r w p; do WPID[$w]=$p; done < <(q "SELECT worker, pid FROM paidb.status()")
