@@ -15,6 +15,7 @@ OBJS = \
 	src/history.o \
 	src/task_history.o \
 	src/openpai_import.o \
+	src/openpai_counts.o \
 	src/job_state.o \
 	src/job_config.o \
 	src/snapshot.o \
@@ -46,7 +47,7 @@ PG_CFLAGS = -Wall -Wextra -Wno-unused-parameter
 
 # pg_regress suites (sql/NAME.sql, expected/NAME.out); they need no preload.
 REGRESS = init merge_patch history framework_state snapshot write_merger bad_input addons \
-	openpai_views openpai_task_history openpai_import life_cycle
+	openpai_views openpai_task_history openpai_import life_cycle openpai_counts
 REGRESS_OPTS = --inputdir=$(srcdir) --dbname=paidb_regression
 
 # TAP tests (PostgreSQL::Test::Cluster + the fake API server) run with

@@ -64,6 +64,30 @@ SELECT f.inserted_at AS "insertedAt",
        f.updated_at AS "updatedAt"
   FROM paidb.job_summary s LEFT JOIN paidb.framework f ON f.name OPERATOR(pg_catalog.=) s.name;
 
+-- rest-server's counts (SELECT count(*) FROM frameworks WHERE ...) whose
+-- filter reads only these columns are answered from here: paidb rewrites
+-- them after parse analysis (src/openpai_counts.c; paidb.openpai_count_rewrite)
+-- into openpai.sum_counts(n) with the same filter.  The counts are kept in
+-- the transactions that change the jobs, so the sum is exact.
+CREATE VIEW openpai.framework_counts WITH (security_invoker = true) AS
+SELECT c.user_name AS "userName",
+       c.virtual_cluster AS "virtualCluster",
+       c.state,
+       c.job_priority AS "jobPriority",
+       c.archived,
+       c.n
+  FROM paidb.job_counts c;
+COMMENT ON VIEW openpai.framework_counts IS 'Jobs per (userName, virtualCluster, state, jobPriority, archived), exact';
+
+-- sum() of bigint is numeric; a count is bigint, and 0 when nothing matches
+CREATE AGGREGATE openpai.sum_counts(bigint) (
+    SFUNC = pg_catalog.int8pl,
+    STYPE = bigint,
+    INITCOND = '0',
+    COMBINEFUNC = pg_catalog.int8pl,
+    PARALLEL = SAFE
+);
+
 CREATE VIEW openpai.framework_history WITH (security_invoker = true) AS
 SELECT h.inserted_at AS "insertedAt",
        h.uid,

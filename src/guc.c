@@ -36,6 +36,7 @@ int			paidb_retention_s = 0;
 int			paidb_event_retention_s = 30 * 86400;
 int			paidb_retention_interval_ms = 60000;
 int			paidb_retention_batch_size = 100;
+bool		paidb_openpai_count_rewrite = true;
 
 /* Define every paidb.* setting; called once from _PG_init. */
 void
@@ -167,6 +168,13 @@ paidb_define_gucs(void)
 							NULL,
 							&paidb_retention_batch_size, 100, 1, 10000,
 							PGC_SIGHUP, 0, NULL, NULL, NULL);
+
+	DefineCustomBoolVariable("paidb.openpai_count_rewrite",
+							 "Answer job counts through the openpai views from paidb's count table.",
+							 "Only counts whose filter reads nothing but userName, virtualCluster, "
+							 "state, jobPriority and archived are rewritten; the result is the same.",
+							 &paidb_openpai_count_rewrite, true,
+							 PGC_USERSET, 0, NULL, NULL, NULL);
 
 	MarkGUCPrefixReserved("paidb");
 }

@@ -8,6 +8,7 @@
 #include "miscadmin.h"
 
 #include "guc.h"
+#include "openpai_counts.h"
 #include "sync_signal.h"
 #include "worker_common.h"
 #include "worker_shmem.h"
@@ -22,6 +23,7 @@ _PG_init(void)
 {
 	paidb_define_gucs();
 	paidb_sync_signal_init();
+	paidb_openpai_counts_init();
 
 	/* the SQL functions work without preloading; the workers need it */
 	if (!process_shared_preload_libraries_in_progress || IsBinaryUpgrade)

@@ -6,7 +6,10 @@
 # machine's load falls on both alike.  Each figure is the median of
 # BENCH_RUNS runs, printed for "0.1 (cd6809c)" and "now" with the ratio
 # now/0.1 and PASS/MISS against issue 8's "within 5%" (ratio >= 0.95 for
-# throughput).  Called by run-bench.sh; can run alone.  Run as root.
+# throughput).  The "without the job list's triggers" lines run this tree
+# with issue 10's job-list triggers off, to tell their cost (issue 10's own
+# budget) from everything else's.  Called by run-bench.sh; can run alone.
+# Run as root.
 #
 #   BENCH_RUNS (3)            runs per figure and build
 #   BENCH_SECONDS (8)         seconds per pgbench run
@@ -138,6 +141,13 @@ stop_servers() {
 # Build order of run $1: old new, new old, old new, ...
 order() { if [ $(($1 % 2)) = 1 ]; then echo old new; else echo new old; fi; }
 
+# job_list_triggers BUILD ENABLE|DISABLE: the job list's triggers of this
+# tree on or off (0.1 has none)
+job_list_triggers() {
+    [ "$1" = new ] || return 0
+    q "ALTER TABLE paidb.framework $2 TRIGGER framework_summary_insert_delete, $2 TRIGGER framework_summary_update" >/dev/null
+}
+
 # Results: R[figure,build] holds the runs, space-separated.
 declare -A R
 FIGURES=()
@@ -180,11 +190,19 @@ done
 use_build old
 MP_BYTES=$(q "SELECT octet_length(doc::text) FROM bench.mp")
 
-FIGURES+=(put put_cpu event event_cpu mp mp_cpu)
+# The job list (issue 10: paidb.job_summary and the count deltas, kept by
+# two triggers) has its own budget on the write path; put_nolist/event_nolist
+# run the same scripts with those triggers off in this tree (0.1 has none:
+# it runs them unchanged), which shows what everything else costs.
+FIGURES+=(put put_cpu put_nolist put_nolist_cpu event event_cpu event_nolist event_nolist_cpu mp mp_cpu)
 declare -A NAME=([put]="put_framework_request submissions/s (8 clients, synchronous_commit off)"
                  [put_cpu]="  the same, per CPU second of the server"
+                 [put_nolist]="  the same, this tree without the job list's triggers (issue 10)"
+                 [put_nolist_cpu]="    and per CPU second of the server"
                  [event]="apply_watch_event status updates/s (8 clients)"
                  [event_cpu]="  the same, per CPU second of the server"
+                 [event_nolist]="  the same, this tree without the job list's triggers (issue 10)"
+                 [event_nolist_cpu]="    and per CPU second of the server"
                  [mp]="jsonb_merge_patch calls/s (${MP_BYTES}-byte request, 200,000 calls a run)"
                  [mp_cpu]="  the same, per CPU second of the backend")
 for i in $(seq "$RUNS"); do
@@ -195,6 +213,13 @@ for i in $(seq "$RUNS"); do
     for b in $(order "$i"); do
         use_build "$b"
         pgbench_cpu event "$b" "$W/event.sql" on
+    done
+    for b in $(order "$i"); do
+        use_build "$b"
+        job_list_triggers "$b" DISABLE
+        pgbench_cpu put_nolist "$b" "$W/put.sql" off
+        pgbench_cpu event_nolist "$b" "$W/event.sql" on
+        job_list_triggers "$b" ENABLE
     done
     for b in $(order "$i"); do
         use_build "$b"
@@ -214,7 +239,7 @@ stop_servers
 # fake, and the time from SIGCONT until it has applied them all gives its
 # ingestion rate.
 e2e_run() {
-    local b=$1 fake_pid fake_url t0 fw ev0 per sw sw0 fw0 perf_pid
+    local b=$1 suffix=${2:-} fake_pid fake_url t0 fw ev0 per sw sw0 fw0 perf_pid
     rm -f "$W/fake-$b.port"
     "$FAKE" --port 0 --port-file "$W/fake-$b.port" --history-size $((E2E_JOBS * 3 + 1000)) >"$W/fake-$b.out" 2>&1 &
     fake_pid=$!
@@ -229,6 +254,7 @@ e2e_run() {
         "shared_preload_libraries = 'paidb'" "paidb.k8s_api_server = '$fake_url'" || return 1
     use_build "$b"
     psql -X -q -v ON_ERROR_STOP=1 -f "$ROOT/test/bench/fixtures.sql" -c "CREATE EXTENSION paidb" -c "CREATE SEQUENCE bench.e2e_seq" >/dev/null || return 1
+    [ "$suffix" = _nolist ] && job_list_triggers "$b" DISABLE
     workers_ready() { [ "$(q "SELECT bool_and(pid IS NOT NULL AND state NOT LIKE 'waiting%') FROM paidb.status()")" = t ]; }
     poll workers_ready 0.2 60 || { echo "compare: the workers of ${LABEL[$b]} did not start" >&2; return 1; }
     echo "SELECT 1 FROM paidb.put_framework_request(replace((SELECT t FROM bench.template), '__name__', 's' || nextval('bench.e2e_seq'))::jsonb);" > "$W/submit.sql"
@@ -239,17 +265,17 @@ e2e_run() {
     sw0=$(cpu_secs "$sw")
     perf_pid=""
     if [ -n "${BENCH_PERF_DIR:-}" ]; then
-        perf record -q -o "$BENCH_PERF_DIR/sync-$b.data" -p "$sw" >/dev/null 2>&1 &
+        perf record -q -o "$BENCH_PERF_DIR/sync-$b$suffix.data" -p "$sw" >/dev/null 2>&1 &
         perf_pid=$!
     fi
     t0=$(now)
     nice "$PG_BIN/pgbench" -n -c $CLIENTS -j 2 -t $per -f "$W/submit.sql" postgres > "$W/pgbench-$b.log" 2>&1 \
         || { echo "compare: pgbench failed" >&2; cat "$W/pgbench-$b.log" >&2; return 1; }
     if poll all_synced 0.2 300; then
-        record create "$b" "$(awk -v n=$((per * CLIENTS)) -v t="$(since "$t0")" 'BEGIN {printf "%.0f", n / t}')"
-        record create_cpu "$b" "$(awk -v n=$((per * CLIENTS)) -v a="$sw0" -v b="$(cpu_secs "$sw")" 'BEGIN {printf "%.0f", (b > a) ? n / (b - a) : 0}')"
+        record create$suffix "$b" "$(awk -v n=$((per * CLIENTS)) -v t="$(since "$t0")" 'BEGIN {printf "%.0f", n / t}')"
+        record create_cpu$suffix "$b" "$(awk -v n=$((per * CLIENTS)) -v a="$sw0" -v b="$(cpu_secs "$sw")" 'BEGIN {printf "%.0f", (b > a) ? n / (b - a) : 0}')"
     else
-        echo "compare: ${LABEL[$b]}: not all synced within 5 minutes" >&2; record create "$b" 0; record create_cpu "$b" 0
+        echo "compare: ${LABEL[$b]}: not all synced within 5 minutes" >&2; record create$suffix "$b" 0; record create_cpu$suffix "$b" 0
     fi
     [ -n "$perf_pid" ] && { kill -INT "$perf_pid"; wait "$perf_pid"; }
     fw=$(q "SELECT pid FROM paidb.status() WHERE worker = 'framework watcher'")
@@ -261,10 +287,10 @@ e2e_run() {
     t0=$(now)
     kill -CONT "$fw"; STOPPED_PID=""
     if poll ingested 0.05 300; then
-        record ingest "$b" "$(awk -v n=$((per * CLIENTS)) -v t="$(since "$t0")" 'BEGIN {printf "%.0f", n / t}')"
-        record ingest_cpu "$b" "$(awk -v n=$((per * CLIENTS)) -v a="$fw0" -v b="$(cpu_secs "$fw")" 'BEGIN {printf "%.0f", (b > a) ? n / (b - a) : 0}')"
+        record ingest$suffix "$b" "$(awk -v n=$((per * CLIENTS)) -v t="$(since "$t0")" 'BEGIN {printf "%.0f", n / t}')"
+        record ingest_cpu$suffix "$b" "$(awk -v n=$((per * CLIENTS)) -v a="$fw0" -v b="$(cpu_secs "$fw")" 'BEGIN {printf "%.0f", (b > a) ? n / (b - a) : 0}')"
     else
-        echo "compare: ${LABEL[$b]}: backlog not applied within 5 minutes" >&2; record ingest "$b" 0; record ingest_cpu "$b" 0
+        echo "compare: ${LABEL[$b]}: backlog not applied within 5 minutes" >&2; record ingest$suffix "$b" 0; record ingest_cpu$suffix "$b" 0
     fi
     paidb_stop_pg "$W/pg-$b"; rm -rf "$W/pg-$b"
     kill "$fake_pid"; wait "$fake_pid" 2>/dev/null
@@ -275,8 +301,16 @@ if [ "$E2E_JOBS" -gt 0 ]; then
     NAME[ingest_cpu]="  the same, per CPU second of the framework watcher"
     NAME[create]="sync worker creates/s in the API server ($E2E_JOBS jobs, submit to all synced)"
     NAME[ingest]="framework watcher ingestion events/s (backlog of $E2E_JOBS status events)"
+    # and again with this tree's job-list triggers off (issue 10's budget),
+    # since the submissions' extra work competes with the sync worker for CPUs
+    FIGURES+=(create_nolist create_cpu_nolist ingest_nolist ingest_cpu_nolist)
+    NAME[create_nolist]="  creates/s, this tree without the job list's triggers (issue 10)"
+    NAME[create_cpu_nolist]="    and per CPU second of the sync worker"
+    NAME[ingest_nolist]="  ingestion events/s, this tree without the job list's triggers (issue 10)"
+    NAME[ingest_cpu_nolist]="    and per CPU second of the framework watcher"
     for i in $(seq "$RUNS"); do
         for b in $(order "$i"); do e2e_run "$b" || exit 1; done
+        for b in $(order "$i"); do e2e_run "$b" _nolist || exit 1; done
     done
 fi
 

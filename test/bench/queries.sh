@@ -41,8 +41,11 @@ chmod 755 "$W"
 chown postgres "$W"
 PORT=$(paidb_free_port)
 trap 'paidb_stop_pg "$W/pg"' EXIT
-# fsync off (paidb_start_pg's default): we measure paidb's work, not the disk
-paidb_start_pg "$W/pg" "$PORT" "shared_buffers = '2GB'" "work_mem = '16MB'" \
+# fsync off (paidb_start_pg's default): we measure paidb's work, not the
+# disk; paidb preloaded as in production (its count rewrite needs the library
+# in every session), without workers
+paidb_start_pg "$W/pg" "$PORT" "shared_preload_libraries = 'paidb'" "paidb.enabled = off" \
+    "shared_buffers = '2GB'" "work_mem = '16MB'" \
     "maintenance_work_mem = '512MB'" "max_wal_size = '8GB'" "random_page_cost = 1.1" \
     "effective_cache_size = '8GB'" "max_connections = 50" || exit 1
 export PGHOST=127.0.0.1 PGPORT=$PORT PGUSER=postgres PGDATABASE=jobs

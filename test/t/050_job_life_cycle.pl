@@ -29,6 +29,24 @@ my $node = PaidbTest::start_node('job_life_cycle', $fake, retain_mode => 'off',
 ok(poll($node, q{SELECT pid IS NOT NULL AND state LIKE 'idle%' FROM paidb.status() WHERE worker = 'retention'}),
 	'the retention worker runs and says it is idle');
 
+# rest-server's counts through openpai.frameworks, answered from the counts
+# (rewritten) and by counting the jobs, in one snapshot; the first must have
+# been rewritten.
+$node->safe_psql('postgres', 'CREATE EXTENSION paidb_openpai');
+my @view_filters = ('', q{WHERE "userName" IN ('keep', 'u0')},
+	q{WHERE state IN ('RUNNING', 'WAITING') AND NOT archived},
+	q{WHERE ("jobPriority" IS NULL OR "jobPriority" IN ('prod'))});
+# (each its own statement: the rewrite applies to a top-level statement)
+my $view_count_sql = join("\n", map { qq{SELECT count(*) FROM openpai.frameworks AS "framework" $_;} } @view_filters);
+my $view_counts = qq{BEGIN ISOLATION LEVEL REPEATABLE READ;
+$view_count_sql
+\\echo --
+SET LOCAL paidb.openpai_count_rewrite = off;
+$view_count_sql
+COMMIT;};
+like($node->safe_psql('postgres', qq{EXPLAIN (COSTS OFF) SELECT count(*) FROM openpai.frameworks AS "framework" $view_filters[1]}),
+	qr/job_count/, 'a count through openpai.frameworks reads the counts');
+
 # Every row the retention worker (or delete_job) removes, as it was.
 $node->safe_psql('postgres', q{
 CREATE TABLE deleted_log (name text, sub_state text, api_server_deleted boolean,
@@ -112,7 +130,7 @@ my $bench = IPC::Run::start(
 	  '-f', "$files{submit}\@6", '-f', "$files{archive}\@3", '-f', "$files{delete}\@1",
 	  '-h', $node->host, '-p', $node->port, 'postgres' ],
 	'>', \$stdout, '2>', \$stderr);
-my ($samples, $bad, $bad_summary) = (0, 0, 0);
+my ($samples, $bad, $bad_summary, $bad_view) = (0, 0, 0, 0);
 my $deadline = time() + 60;
 while ($bench->pumpable && time() < $deadline)
 {
@@ -120,6 +138,8 @@ while ($bench->pumpable && time() < $deadline)
 	$samples++;
 	$bad++ if $e ne '0';
 	$bad_summary++ if $node->safe_psql('postgres', $summary_errors) ne '0';
+	my ($with, $without) = split /\n--\n/, $node->safe_psql('postgres', $view_counts);
+	$bad_view++ if $with ne $without;
 	usleep(200_000);
 	$bench->pump_nb;
 }
@@ -128,6 +148,7 @@ like($stdout, qr/number of failed transactions: 0 /, 'pgbench: no failed transac
 cmp_ok($samples, '>=', 10, "the counts were sampled during the load ($samples times)");
 is($bad, 0, 'the counts equalled count(*) in every sample');
 is($bad_summary, 0, 'the job list equalled paidb.framework in every sample');
+is($bad_view, 0, 'counts through openpai.frameworks, rewritten, equalled the same counts not rewritten in every sample');
 
 my $submitted = $node->safe_psql('postgres', q{SELECT count(*) FROM paidb.framework} ) +
   $node->safe_psql('postgres', q{SELECT count(*) FROM deleted_log});

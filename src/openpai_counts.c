@@ -1,0 +1,316 @@
+/*
+ * openpai_counts.c — rest-server's job counts through the openpai views,
+ * answered from paidb's count table (SPEC §10, docs/queries.md).
+ *
+ * rest-server asks for the total with every page of the job list:
+ *
+ *   SELECT count(*) AS "count" FROM "frameworks" AS "framework"
+ *    WHERE "framework"."userName" IN (...) AND "framework"."state" IN (...)
+ *
+ * Through the view that is a scan of every matching job (160 ms for all of
+ * a million).  paidb keeps exact counts per (user, virtual cluster, state,
+ * priority, archived) in the same transactions that change the jobs, so
+ * when a count's filter reads nothing but those columns, its result is the
+ * sum of the matching counts: for any filter P over those columns, the jobs
+ * satisfying P are exactly the jobs of the keys satisfying P.  This hook
+ * rewrites such a query, right after parse analysis, into
+ *
+ *   SELECT openpai.sum_counts(n) AS "count" FROM openpai.framework_counts
+ *    WHERE <the same filter on the same columns>
+ *
+ * Anything else (another column, a sub-select, a volatile function, a
+ * GROUP BY, ...) is left alone, as is every query when
+ * paidb.openpai_count_rewrite is off.  The rewrite needs no privilege the
+ * original query did not: it is made only for a user who may read both the
+ * view and the counts.
+ */
+#include "postgres.h"
+
+#include "access/relation.h"
+#include "access/sysattr.h"
+#include "catalog/dependency.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_aggregate.h"
+#include "catalog/pg_class.h"
+#include "catalog/pg_type.h"
+#include "commands/extension.h"
+#include "miscadmin.h"
+#include "nodes/makefuncs.h"
+#include "nodes/nodeFuncs.h"
+#include "optimizer/optimizer.h"
+#include "parser/analyze.h"
+#include "parser/parse_func.h"
+#include "storage/lmgr.h"
+#include "utils/acl.h"
+#include "utils/fmgroids.h"
+#include "utils/lsyscache.h"
+#include "utils/rel.h"
+
+#include "guc.h"
+#include "openpai_counts.h"
+
+/* the count key's columns in the openpai views (the names both views use) */
+static const char *const key_columns[] = {
+	"userName", "virtualCluster", "state", "jobPriority", "archived"
+};
+
+static post_parse_analyze_hook_type prev_post_parse_analyze = NULL;
+
+/* What a rewrite needs to know about the two views. */
+typedef struct CountTarget
+{
+	Oid			frameworks;		/* openpai.frameworks */
+	Oid			counts;			/* openpai.framework_counts */
+	AttrNumber	map[MaxHeapAttributeNumber + 1];	/* frameworks attno ->
+													 * counts attno (0: none) */
+	int			nframeworks;	/* frameworks' number of columns */
+} CountTarget;
+
+/* count(*), or count(c) of the view's never-null name column */
+static bool
+is_count_of_jobs(Node *node, Oid frameworks)
+{
+	Aggref	   *agg;
+	TargetEntry *arg;
+	Var		   *var;
+	char	   *attname;
+
+	if (!IsA(node, Aggref))
+		return false;
+	agg = (Aggref *) node;
+	if (agg->aggdistinct != NIL || agg->aggorder != NIL || agg->aggfilter != NULL ||
+		agg->aggdirectargs != NIL || agg->agglevelsup != 0 || agg->aggkind != AGGKIND_NORMAL)
+		return false;
+	if (agg->aggfnoid == F_COUNT_ && agg->aggstar)
+		return true;
+	if (agg->aggfnoid != F_COUNT_ANY || list_length(agg->args) != 1)
+		return false;
+	arg = linitial_node(TargetEntry, agg->args);
+	if (!IsA(arg->expr, Var))
+		return false;
+	var = (Var *) arg->expr;
+	if (var->varno != 1 || var->varlevelsup != 0 || var->varattno <= 0)
+		return false;
+	attname = get_attname(frameworks, var->varattno, true);
+	return attname != NULL && strcmp(attname, "name") == 0;
+}
+
+/* The shape: SELECT count(*) FROM one relation WHERE ..., nothing more. */
+static bool
+is_count_shape(Query *query)
+{
+	RangeTblEntry *rte;
+	TargetEntry *te;
+
+	if (query->commandType != CMD_SELECT || query->utilityStmt != NULL ||
+		query->querySource != QSRC_ORIGINAL || !query->hasAggs ||
+		query->hasWindowFuncs || query->hasTargetSRFs || query->hasSubLinks ||
+		query->hasDistinctOn || query->hasRecursive || query->hasModifyingCTE ||
+		query->hasForUpdate || query->hasRowSecurity || query->cteList != NIL ||
+		query->groupClause != NIL || query->groupingSets != NIL ||
+		query->havingQual != NULL || query->windowClause != NIL ||
+		query->distinctClause != NIL || query->sortClause != NIL ||
+		query->limitCount != NULL || query->limitOffset != NULL ||
+		query->setOperations != NULL || query->rowMarks != NIL ||
+		list_length(query->rtable) != 1 || list_length(query->targetList) != 1 ||
+		query->jointree == NULL || list_length(query->jointree->fromlist) != 1 ||
+		!IsA(linitial(query->jointree->fromlist), RangeTblRef) ||
+		linitial_node(RangeTblRef, query->jointree->fromlist)->rtindex != 1)
+		return false;
+	rte = linitial_node(RangeTblEntry, query->rtable);
+	if (rte->rtekind != RTE_RELATION || rte->relkind != RELKIND_VIEW || rte->tablesample != NULL)
+		return false;
+	te = linitial_node(TargetEntry, query->targetList);
+	return !te->resjunk && IsA(te->expr, Aggref);
+}
+
+/*
+ * The two views of paidb_openpai, if rte names its frameworks view and the
+ * user may read what both read; fills the column map.
+ */
+static bool
+find_target(RangeTblEntry *rte, CountTarget *t)
+{
+	Oid			nsp = get_namespace_oid("openpai", true);
+	Oid			ext;
+	Oid			summary;
+	Oid			job_counts;
+	Oid			paidb_nsp;
+	Oid			user = GetUserId();
+	int			i;
+
+	if (!OidIsValid(nsp))
+		return false;
+	t->frameworks = get_relname_relid("frameworks", nsp);
+	if (t->frameworks != rte->relid)
+		return false;
+	t->counts = get_relname_relid("framework_counts", nsp);
+	ext = get_extension_oid("paidb_openpai", true);
+	paidb_nsp = get_namespace_oid("paidb", true);
+	if (!OidIsValid(t->counts) || !OidIsValid(ext) || !OidIsValid(paidb_nsp) ||
+		getExtensionOfObject(RelationRelationId, t->frameworks) != ext ||
+		getExtensionOfObject(RelationRelationId, t->counts) != ext)
+		return false;
+	summary = get_relname_relid("job_summary", paidb_nsp);
+	job_counts = get_relname_relid("job_counts", paidb_nsp);
+	if (!OidIsValid(summary) || !OidIsValid(job_counts) ||
+		pg_class_aclcheck(t->frameworks, user, ACL_SELECT) != ACLCHECK_OK ||
+		pg_class_aclcheck(summary, user, ACL_SELECT) != ACLCHECK_OK ||
+		pg_class_aclcheck(t->counts, user, ACL_SELECT) != ACLCHECK_OK ||
+		pg_class_aclcheck(job_counts, user, ACL_SELECT) != ACLCHECK_OK)
+		return false;
+
+	memset(t->map, 0, sizeof(t->map));
+	t->nframeworks = 0;
+	for (i = 0; i < (int) lengthof(key_columns); i++)
+	{
+		AttrNumber	from = get_attnum(t->frameworks, key_columns[i]);
+		AttrNumber	to = get_attnum(t->counts, key_columns[i]);
+		Oid			ftype,
+					ttype,
+					fcoll,
+					tcoll;
+		int32		fmod,
+					tmod;
+
+		if (from <= 0 || to <= 0)
+			return false;
+		get_atttypetypmodcoll(t->frameworks, from, &ftype, &fmod, &fcoll);
+		get_atttypetypmodcoll(t->counts, to, &ttype, &tmod, &tcoll);
+		if (ftype != ttype || fmod != tmod || fcoll != tcoll)
+			return false;
+		t->map[from] = to;
+	}
+	return true;
+}
+
+/* Whether a filter reads anything of the view besides count-key columns. */
+static bool
+reads_beyond_key(Node *node, CountTarget *t)
+{
+	if (node == NULL)
+		return false;
+	if (IsA(node, Var))
+	{
+		Var		   *var = (Var *) node;
+
+		/* whole-row and system columns are not key columns */
+		return !(var->varno == 1 && var->varlevelsup == 0 &&
+				 var->varattno > 0 && var->varattno <= MaxHeapAttributeNumber &&
+				 t->map[var->varattno] != 0);
+	}
+	if (IsA(node, SubLink) || IsA(node, Aggref) || IsA(node, WindowFunc) ||
+		IsA(node, GroupingFunc) || IsA(node, SubPlan))
+		return true;
+	return expression_tree_walker(node, reads_beyond_key, (void *) t);
+}
+
+/* The same filter on openpai.framework_counts' columns. */
+static Node *
+map_columns(Node *node, CountTarget *t)
+{
+	if (node == NULL)
+		return NULL;
+	if (IsA(node, Var))
+	{
+		Var		   *var = (Var *) copyObject(node);
+
+		var->varattno = t->map[var->varattno];
+		var->varattnosyn = var->varattno;
+		return (Node *) var;
+	}
+	return expression_tree_mutator(node, map_columns, (void *) t);
+}
+
+/* openpai.sum_counts(n) over the counts view, named as the count was. */
+static bool
+sum_of_counts(CountTarget *t, Aggref **out, AttrNumber *n_attno)
+{
+	Oid			argtypes[1] = {INT8OID};
+	Oid			fn = LookupFuncName(list_make2(makeString("openpai"), makeString("sum_counts")),
+									1, argtypes, true);
+	Aggref	   *agg;
+	Var		   *n;
+
+	*n_attno = get_attnum(t->counts, "n");
+	if (!OidIsValid(fn) || *n_attno <= 0 || get_atttype(t->counts, *n_attno) != INT8OID ||
+		get_func_rettype(fn) != INT8OID)
+		return false;
+	n = makeVar(1, *n_attno, INT8OID, -1, InvalidOid, 0);
+	agg = makeNode(Aggref);
+	agg->aggfnoid = fn;
+	agg->aggtype = INT8OID;
+	agg->aggcollid = InvalidOid;
+	agg->inputcollid = InvalidOid;
+	agg->aggtranstype = InvalidOid;	/* the planner fills it in */
+	agg->aggargtypes = list_make1_oid(INT8OID);
+	agg->args = list_make1(makeTargetEntry((Expr *) n, 1, NULL, false));
+	agg->aggkind = AGGKIND_NORMAL;
+	agg->aggsplit = AGGSPLIT_SIMPLE;
+	agg->aggno = -1;
+	agg->aggtransno = -1;
+	agg->location = -1;
+	*out = agg;
+	return true;
+}
+
+/* Rewrite the count if it has the shape and the filter allows it. */
+static void
+rewrite_count(Query *query)
+{
+	RangeTblEntry *rte = linitial_node(RangeTblEntry, query->rtable);
+	TargetEntry *te = linitial_node(TargetEntry, query->targetList);
+	CountTarget t;
+	Aggref	   *sum;
+	AttrNumber	n_attno;
+	List	   *colnames = NIL;
+	Bitmapset  *cols = NULL;
+	Relation	rel;
+	TupleDesc	desc;
+	int			i;
+
+	if (!find_target(rte, &t) || !is_count_of_jobs((Node *) te->expr, t.frameworks))
+		return;
+	if (reads_beyond_key(query->jointree->quals, &t) ||
+		contain_volatile_functions(query->jointree->quals))
+		return;
+	if (!sum_of_counts(&t, &sum, &n_attno))
+		return;
+
+	/* locked from here on, as parse analysis locks what it reads */
+	rel = relation_open(t.counts, AccessShareLock);
+	desc = RelationGetDescr(rel);
+	for (i = 0; i < desc->natts; i++)
+	{
+		Form_pg_attribute att = TupleDescAttr(desc, i);
+
+		/* as the parser names columns: dropped ones by "" */
+		colnames = lappend(colnames, makeString(pstrdup(att->attisdropped ? "" : NameStr(att->attname))));
+		if (!att->attisdropped)
+			cols = bms_add_member(cols, att->attnum - FirstLowInvalidHeapAttributeNumber);
+	}
+	relation_close(rel, NoLock);
+
+	query->jointree->quals = map_columns(query->jointree->quals, &t);
+	te->expr = (Expr *) sum;
+	rte->relid = t.counts;
+	rte->eref = makeAlias(rte->eref->aliasname, colnames);
+	rte->selectedCols = cols;
+	rte->requiredPerms = ACL_SELECT;
+}
+
+static void
+counts_post_parse_analyze(ParseState *pstate, Query *query, JumbleState *jstate)
+{
+	if (prev_post_parse_analyze)
+		prev_post_parse_analyze(pstate, query, jstate);
+	if (paidb_openpai_count_rewrite && !IsBinaryUpgrade && is_count_shape(query))
+		rewrite_count(query);
+}
+
+void
+paidb_openpai_counts_init(void)
+{
+	prev_post_parse_analyze = post_parse_analyze_hook;
+	post_parse_analyze_hook = counts_post_parse_analyze;
+}
