@@ -134,7 +134,8 @@ find_target(RangeTblEntry *rte, CountTarget *t)
 	Oid			nsp = get_namespace_oid("openpai", true);
 	Oid			ext;
 	Oid			summary;
-	Oid			job_counts;
+	Oid			job_count;
+	Oid			job_count_delta;
 	Oid			paidb_nsp;
 	Oid			user = GetUserId();
 	int			i;
@@ -152,12 +153,14 @@ find_target(RangeTblEntry *rte, CountTarget *t)
 		getExtensionOfObject(RelationRelationId, t->counts) != ext)
 		return false;
 	summary = get_relname_relid("job_summary", paidb_nsp);
-	job_counts = get_relname_relid("job_counts", paidb_nsp);
-	if (!OidIsValid(summary) || !OidIsValid(job_counts) ||
+	job_count = get_relname_relid("job_count", paidb_nsp);
+	job_count_delta = get_relname_relid("job_count_delta", paidb_nsp);
+	if (!OidIsValid(summary) || !OidIsValid(job_count) || !OidIsValid(job_count_delta) ||
 		pg_class_aclcheck(t->frameworks, user, ACL_SELECT) != ACLCHECK_OK ||
 		pg_class_aclcheck(summary, user, ACL_SELECT) != ACLCHECK_OK ||
 		pg_class_aclcheck(t->counts, user, ACL_SELECT) != ACLCHECK_OK ||
-		pg_class_aclcheck(job_counts, user, ACL_SELECT) != ACLCHECK_OK)
+		pg_class_aclcheck(job_count, user, ACL_SELECT) != ACLCHECK_OK ||
+		pg_class_aclcheck(job_count_delta, user, ACL_SELECT) != ACLCHECK_OK)
 		return false;
 
 	memset(t->map, 0, sizeof(t->map));

@@ -81,12 +81,12 @@ RESET ROLE;
 -- The count rewrite lends no privilege: a role that may read the view and
 -- the counts but not the job list still cannot count.
 GRANT USAGE ON SCHEMA openpai, paidb TO paidb_test_nobody;
-GRANT SELECT ON openpai.frameworks, openpai.framework_counts, paidb.job_counts TO paidb_test_nobody;
+GRANT SELECT ON openpai.frameworks, openpai.framework_counts, paidb.job_count, paidb.job_count_delta TO paidb_test_nobody;
 SET ROLE paidb_test_nobody;
 SELECT throws_ok('SELECT count(*) FROM openpai.frameworks WHERE "userName" = ''u''', '42501', NULL,
                  'a count through the view needs what the view reads, rewritten or not');
 RESET ROLE;
-REVOKE ALL ON openpai.frameworks, openpai.framework_counts, paidb.job_counts FROM paidb_test_nobody;
+REVOKE ALL ON openpai.frameworks, openpai.framework_counts, paidb.job_count, paidb.job_count_delta FROM paidb_test_nobody;
 REVOKE ALL ON SCHEMA openpai, paidb FROM paidb_test_nobody;
 SET ROLE paidb_test_nobody;
 SELECT throws_ok($$INSERT INTO openpai.tags ("uid", "frameworkName", "name") VALUES ('n', 'tapjob', 'n')$$,
