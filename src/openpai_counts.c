@@ -63,7 +63,6 @@ typedef struct CountTarget
 	Oid			counts;			/* openpai.framework_counts */
 	AttrNumber	map[MaxHeapAttributeNumber + 1];	/* frameworks attno ->
 													 * counts attno (0: none) */
-	int			nframeworks;	/* frameworks' number of columns */
 } CountTarget;
 
 /* count(*), or count(c) of the view's never-null name column */
@@ -164,7 +163,6 @@ find_target(RangeTblEntry *rte, CountTarget *t)
 		return false;
 
 	memset(t->map, 0, sizeof(t->map));
-	t->nframeworks = 0;
 	for (i = 0; i < (int) lengthof(key_columns); i++)
 	{
 		AttrNumber	from = get_attnum(t->frameworks, key_columns[i]);
@@ -272,7 +270,8 @@ rewrite_count(Query *query)
 	TupleDesc	desc;
 	int			i;
 
-	if (!find_target(rte, &t) || !is_count_of_jobs((Node *) te->expr, t.frameworks))
+	/* the cheap test first: most aggregates over a view are not this */
+	if (!is_count_of_jobs((Node *) te->expr, rte->relid) || !find_target(rte, &t))
 		return;
 	if (reads_beyond_key(query->jointree->quals, &t) ||
 		contain_volatile_functions(query->jointree->quals))

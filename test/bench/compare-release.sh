@@ -73,7 +73,6 @@ use_build() {
     if [ -n "${PORTS[$1]:-}" ]; then export PGPORT=${PORTS[$1]}; else unset PGPORT; fi
 }
 
-now() { date +%s.%N; }
 since() { awk -v a="$1" -v b="$(now)" 'BEGIN {printf "%.2f", b - a}'; }
 q() { psql -X -At -c "$1"; }
 # CPU seconds used so far by one process (0 if it is gone)
@@ -97,17 +96,6 @@ pgbench_cpu() {
     c1=$(server_cpu "$2")
     record "$1" "$2" "$(awk -v t="$tps" 'BEGIN {printf "%.0f", t}')"
     record "$1_cpu" "$2" "$(awk -v t="$tps" -v s="$SECS" -v c="$(awk -v a="$c0" -v b="$c1" 'BEGIN {print b - a}')" 'BEGIN {printf "%.0f", (c > 0) ? t * s / c : 0}')"
-}
-
-# Poll a command every $2 seconds for at most $3 seconds; true if it succeeded
-poll() {
-    local cond=$1 every=$2 max=$3 t0
-    t0=$(now)
-    while ! $cond; do
-        awk -v a="$t0" -v b="$(now)" -v m="$max" 'BEGIN {exit !(b - a > m)}' && return 1
-        sleep "$every"
-    done
-    return 0
 }
 
 # ------------------------------------------------------------------ builds

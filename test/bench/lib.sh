@@ -5,6 +5,20 @@
 RUNS=${RUNS:-${BENCH_RUNS:-3}}
 SECS=${SECS:-${BENCH_SECONDS:-8}}
 
+# Seconds since the epoch, with nanoseconds.
+now() { date +%s.%N; }
+
+# Poll a command every $2 seconds for at most $3 seconds; true if it succeeded
+poll() {
+    local cond=$1 every=$2 max=$3 t0
+    t0=$(now)
+    while ! $cond; do
+        awk -v a="$t0" -v b="$(now)" -v m="$max" 'BEGIN {exit !(b - a > m)}' && return 1
+        sleep "$every"
+    done
+    return 0
+}
+
 # Median of the numbers on stdin, one a line.
 median() { sort -n | awk '{a[NR]=$1} END {if (NR % 2) print a[(NR+1)/2]; else printf "%.1f\n", (a[NR/2]+a[NR/2+1])/2}'; }
 

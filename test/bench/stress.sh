@@ -16,6 +16,7 @@ set -uo pipefail
 
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 . "$ROOT/test/lib/common.sh"
+. "$ROOT/test/bench/lib.sh"
 [ "$(id -u)" = 0 ] || { echo "run as root" >&2; exit 2; }
 HELPER="/usr/bin/python3 $ROOT/test/bench/stress/stress_helper.py"
 FAKE="$ROOT/test/kube-fake/kube-fake"
@@ -43,7 +44,6 @@ cleanup() {
 }
 trap cleanup EXIT
 
-now() { date +%s.%N; }
 since() { awk -v a="$1" -v b="$(now)" 'BEGIN {printf "%.1f", b - a}'; }
 # CPU seconds used so far by a process (0 if it is gone)
 cpu_secs() { awk -v hz="$(getconf CLK_TCK)" '{printf "%.1f", ($14 + $15) / hz}' "/proc/$1/stat" 2>/dev/null || echo 0; }
@@ -62,17 +62,6 @@ start_fake() {
     for i in $(seq 300); do [ -s "$W/$name.port" ] && break; sleep 0.1; done
     [ -s "$W/$name.port" ] || { echo "stress: kube-fake did not start" >&2; cat "$W/$name.out" >&2; exit 1; }
     FAKE_URL="http://127.0.0.1:$(cat "$W/$name.port")"
-}
-
-# Poll a command every $2 seconds for at most $3 seconds; true if it succeeded
-poll() {
-    local cond=$1 every=$2 max=$3 t0
-    t0=$(now)
-    while ! $cond; do
-        awk -v a="$t0" -v b="$(now)" -v m="$max" 'BEGIN {exit !(b - a > m)}' && return 1
-        sleep "$every"
-    done
-    return 0
 }
 
 echo "== stress: $JOBS jobs through SQL into the API server (kube-fake, simulated controller OFF)"
