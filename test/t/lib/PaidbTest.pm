@@ -287,7 +287,14 @@ sub try_submit
 {
 	my ($node, $req, %o) = @_;
 	my ($out, $err) = ('', '');
-	my $ret = $node->psql('postgres', _submit_sql($req, %o), stdout => \$out, stderr => \$err);
+	# psql that cannot connect (a server restarting) may exit before it has
+	# read its input: IPC::Run then dies of EPIPE; that is a refusal too
+	my $ret = eval { $node->psql('postgres', _submit_sql($req, %o), stdout => \$out, stderr => \$err) };
+	if (!defined $ret)
+	{
+		$err .= $@;
+		$ret = 2;
+	}
 	return ($ret, $out, $err);
 }
 
