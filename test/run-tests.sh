@@ -34,7 +34,30 @@ SUITES=" ${PAIDB_SUITES:-all} "
 TAP_TESTS=${PAIDB_TAP_TESTS:-test/t/*.pl}
 want() { [[ "$SUITES" == *" all "* || "$SUITES" == *" $1 "* ]]; }
 mkdir -p "$PG_TEST_PORT_DIR" && chmod 1777 "$PG_TEST_PORT_DIR"
-add() { PASSED=$((PASSED + $1)); FAILED=$((FAILED + $2)); echo "-- $3: $1 passed, $2 failed"; }
+RECAP=$WORK/failures.txt
+: > "$RECAP"
+add() {
+    PASSED=$((PASSED + $1)); FAILED=$((FAILED + $2)); echo "-- $3: $1 passed, $2 failed"
+    [ "$2" = 0 ] || echo "$3: $2 failed" >> "$RECAP"
+}
+
+# What failed in a prove log, for the recap: each failed check with the line
+# that names it, and the harness's summary.
+tap_failures() {
+    local log=$1
+    grep -E -A1 '^#   Failed test' "$log" | grep -vE '^--$' | head -40 | sed 's/^/    /' >> "$RECAP"
+    sed -n '/^Test Summary Report/,/^Files=/p' "$log" | grep -vE '^(Test Summary Report|-+|Files=.*)$' \
+        | head -20 | sed 's/^/    /' >> "$RECAP"
+}
+
+# The server-side log tails of the TAP files that failed (not of all of them).
+tap_failed_logs() {
+    local log=$1 tree=$2 t f
+    for t in $(sed -n 's/^\(test\/[^ ]*\.pl\) (Wstat.*/\1/p' "$log"); do
+        f=$tree/tmp_check/log/regress_log_$(basename "$t" .pl)
+        [ -f "$f" ] && { echo "--- $f"; tail -80 "$f"; }
+    done
+}
 
 # Sum a TAP::Harness summary (prove, pg_prove): tests run and failures.
 harness_counts() {
@@ -58,6 +81,7 @@ total=$(grep -cE '^(not )?ok [0-9]+|^test [a-z_]+ +\.\.\.|^ *(test )?[a-z_]+ +\.
 failed=$(grep -cE '^not ok|\.\.\. FAILED|FAILED \(' "$WORK/regress.log")
 [ $rc != 0 ] && [ "$failed" = 0 ] && failed=1
 add $((total - failed)) "$failed" "pg_regress"
+[ "$failed" = 0 ] || grep -E 'FAILED' "$WORK/regress.log" | head -20 | sed 's/^/    /' >> "$RECAP"
 fi
 
 if want pgtap; then
@@ -68,6 +92,7 @@ rc=$?
 cat "$WORK/pgtap.log"
 read -r p f < <(harness_counts "$WORK/pgtap.log" $rc)
 add "$p" "$f" "pgTAP"
+[ "$f" = 0 ] || tap_failures "$WORK/pgtap.log"
 fi
 
 want kubefake && echo "== kube-fake (its own tests, with kubectl)"
@@ -80,6 +105,7 @@ if want kubefake && [ -d "$WORK/test/kube-fake" ]; then
     failed=$(sed -n 's/^FAILED (\(.*\))/\1/p' "$WORK/kubefake.log" | grep -oE '(failures|errors)=[0-9]+' | awk -F= '{s+=$2} END {print s+0}')
     [ $rc != 0 ] && [ "$failed" = 0 ] && failed=1
     add $((total - failed)) "$failed" "kube-fake"
+    [ "$failed" = 0 ] || grep -E '^(FAIL|ERROR):' "$WORK/kubefake.log" | head -20 | sed 's/^/    /' >> "$RECAP"
 fi
 
 want tap && echo "== TAP integration tests (prove)"
@@ -88,9 +114,10 @@ if want tap && ls "$WORK"/$TAP_TESTS >/dev/null 2>&1; then
         PG_TEST_PORT_DIR=$PG_TEST_PORT_DIR prove -I /usr/lib/postgresql/15/lib/pgxs/src/test/perl -I test/t/lib $TAP_TESTS" > "$WORK/tap.log" 2>&1
     rc=$?
     cat "$WORK/tap.log"
-    [ $rc = 0 ] || for f in "$WORK"/tmp_check/log/regress_log_*; do [ -f "$f" ] && { echo "--- $f"; tail -60 "$f"; }; done
+    [ $rc = 0 ] || tap_failed_logs "$WORK/tap.log" "$WORK"
     read -r p f < <(harness_counts "$WORK/tap.log" $rc)
     add "$p" "$f" "TAP"
+    [ "$f" = 0 ] || tap_failures "$WORK/tap.log"
 fi
 
 # More suites, one file each: test/suites/NN_NAME.sh runs suite NAME with
@@ -105,5 +132,6 @@ for suite in "$ROOT"/test/suites/[0-9][0-9]_*.sh; do
 done
 
 echo
+if [ -s "$RECAP" ]; then echo "== what failed"; cat "$RECAP"; echo; fi
 echo "$PASSED passed, $FAILED failed"
 [ "$FAILED" = 0 ]

@@ -29,3 +29,4 @@ if [ -s "$ha_results" ]; then
 fi
 read -r p f < <(harness_counts "$WORK/ha.log" $rc)
 add "$p" "$f" "HA (Patroni + etcd)"
+[ "$f" = 0 ] || { grep -E '^not ok' "$WORK/ha.log" | head -20 | sed 's/^/    /' >> "$RECAP"; tap_failures "$WORK/ha.log"; }

@@ -13,3 +13,4 @@ _ha_failed=$(sed -n 's/^FAILED (\(.*\))/\1/p' "$WORK/hostile-api.log" | grep -oE
 _ha_total=${_ha_total:-0}
 [ $_ha_rc != 0 ] && [ "${_ha_failed:-0}" = 0 ] && _ha_failed=1
 add $((_ha_total - ${_ha_failed:-0})) "${_ha_failed:-0}" "hostile-api"
+[ "${_ha_failed:-0}" = 0 ] || grep -E '^(FAIL|ERROR):' "$WORK/hostile-api.log" | head -20 | sed 's/^/    /' >> "$RECAP"

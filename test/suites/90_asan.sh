@@ -72,10 +72,10 @@ else
         -I test/t/lib $TAP_TESTS" > "$WORK/asan-tap.log" 2>&1
     rc=$?
     cat "$WORK/asan-tap.log"
-    [ $rc = 0 ] || for f in "$asan_tree"/tmp_check/log/regress_log_*; do
-        [ -f "$f" ] && { echo "--- $f"; tail -60 "$f"; }; done
+    [ $rc = 0 ] || tap_failed_logs "$WORK/asan-tap.log" "$asan_tree"
     read -r p f < <(harness_counts "$WORK/asan-tap.log" $rc)
     add "$p" "$f" "TAP under ASan+UBSan"
+    [ "$f" = 0 ] || tap_failures "$WORK/asan-tap.log"
 
     # every report is a failure, wherever it was written
     reports=0
