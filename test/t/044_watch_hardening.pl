@@ -56,14 +56,14 @@ sub watcher_status
 	return { errors => $errors, last_error => $err // '', state => $state // '' };
 }
 
-# Make the framework watcher LIST again: compact the history and cut its watch.
-my $bumps = 0;
+# Make the framework watcher LIST again: its next watch is answered with 410
+# Gone (in the stream, as an API server does), then its watch is cut.
+# (Compacting the history instead races: a framework written between the
+# compaction and the cut gives the watcher a resourceVersion at or past the
+# compaction, and its next watch is valid.)
 sub force_relist
 {
-	# a write first: compacting at the watcher's own resourceVersion loses nothing
-	$bumps++;
-	$fake->api(POST => '/api/v1/namespaces/default/secrets', { metadata => { name => "bump$bumps" }, data => {} });
-	$fake->compact;
+	$fake->fault(verb => 'watch', resource => 'frameworks', status => 410, inStream => 'true', count => 1);
 	$fake->cut_watches('reset', 'frameworks');
 }
 
