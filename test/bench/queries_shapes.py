@@ -16,6 +16,8 @@ import re
 import sys
 
 COUNTED = {'userName', 'virtualCluster', 'state', 'jobPriority'}
+NOT_IN_TAGS = re.compile(r'"framework"\."name" NOT IN \(SELECT "frameworkName" FROM "tags" WHERE '
+                         r'"tags"\."name" IN \(([^)]*)\)\)')
 
 
 def snake(name):
@@ -47,12 +49,25 @@ def to_paidb(label, sql):
     q = re.sub(r'"(framework|tags)"\."([a-zA-Z]+)"',
                lambda m: '"%s".%s' % (m.group(1), snake(m.group(2))), q)
     if label.endswith('_count'):
-        where = sql.split(' WHERE ', 1)[1] if ' WHERE ' in sql else ''
-        cols = set(re.findall(r'"framework"\."([a-zA-Z]+)"', where))
-        if cols <= COUNTED and 'LIKE' not in where and 'tags' not in where:
-            w = re.sub(r'"framework"\."([a-zA-Z]+)"', lambda m: snake(m.group(1)), where)
+        where = sql.split(' WHERE ', 1)[1].strip() if ' WHERE ' in sql else ''
+        # tagsNotContain: the key count less the tagged jobs (as paidb's
+        # count rewrite answers it through the views, docs/queries.md)
+        m = NOT_IN_TAGS.search(where)
+        rest = where
+        if m:
+            rest = (where[:m.start()] + where[m.end():]).strip()
+            rest = re.sub(r'^AND\s+|\s+AND$', '', rest).replace(' AND  AND ', ' AND ').strip()
+        cols = set(re.findall(r'"framework"\."([a-zA-Z]+)"', rest))
+        if cols <= COUNTED and 'LIKE' not in rest and 'tags' not in rest:
+            w = re.sub(r'"framework"\."([a-zA-Z]+)"', lambda m: snake(m.group(1)), rest)
             q = ('SELECT COALESCE(sum(n), 0) AS "count" FROM (SELECT * FROM paidb.job_count'
                  ' UNION ALL SELECT * FROM paidb.job_count_delta) c' + (' WHERE ' + w if w else ''))
+            if m:
+                tagged = ('SELECT count(*) FROM paidb.job_summary AS "framework" WHERE '
+                          + (w + ' AND ' if w else '')
+                          + 'name IN (SELECT framework_name FROM paidb.tag AS "tags" WHERE "tags".name IN (%s))'
+                          % m.group(1))
+                q = 'SELECT (%s) - (%s) AS "count"' % (q, tagged)
     return q
 
 

@@ -6,8 +6,10 @@
 #     key is removed, so lists and counts never touch the wide rows;
 #   * no page query scans paidb.job_summary sequentially;
 #   * a count whose filter reads only the count key (user, VC, state,
-#     priority) is answered from the counts (src/openpai_counts.c), every
-#     other count from the job list;
+#     priority) is answered from the counts (src/openpai_counts.c); one
+#     that also excludes tags (NOT IN) from the counts less the tagged
+#     jobs, never scanning the job list; every other count from the job
+#     list;
 #   * without that rewrite, a user's, a VC + state's and a state's count
 #     through the views is an index-only scan;
 #   * every count through the views, rewritten or not, equals count(*) by a
@@ -94,12 +96,21 @@ for my $s (@shapes)
 		# (the count key: the columns its filter names are all key columns,
 		# and it has no sub-select)
 		my %key = map { $_ => 1 } qw(userName virtualCluster state jobPriority archived);
-		my @columns = $sql =~ /"framework"\."(\w+)"/g;
-		my $selects = () = $sql =~ /\bSELECT\b/gi;
+		# tagsNotContain: rewritten as the key count less the tagged jobs
+		(my $rest = $sql) =~ s/"framework"\."name" NOT IN \(SELECT "frameworkName" FROM "tags" WHERE "tags"\."name" IN \([^)]*\)\)//;
+		my $complement = $rest ne $sql;
+		my @columns = $rest =~ /"framework"\."(\w+)"/g;
+		my $selects = () = $rest =~ /\bSELECT\b/gi;
 		my $key_only = !(grep { !$key{$_} } @columns) && $selects == 1;
 		my @summary = grep { $_->[1] eq 'job_summary' } @$scans;
 		my @counts = grep { $_->[1] =~ /^job_count/ } @$scans;
-		if ($key_only)
+		my @seq = grep { $_->[0] eq 'Seq Scan' && $_->[1] eq 'job_summary' } @$scans;
+		if ($key_only && $complement)
+		{
+			ok(@counts && !@seq, "$name is the counts less the tagged jobs, with no scan of the job list")
+			  or diag(join(', ', map { "$_->[0] on $_->[1]" } @$scans));
+		}
+		elsif ($key_only)
 		{
 			ok(@counts && !@summary, "$name is answered from the counts")
 			  or diag(join(', ', map { "$_->[0] on $_->[1]" } @$scans));

@@ -47,6 +47,8 @@ const LISTS = [
   { tagsContain: 'nightly' },
   { tagsContain: 'nightly,baseline', withTotalCount: 'true' },
   { tagsNotContain: 'nightly' },
+  { tagsNotContain: 'nightly', withTotalCount: 'true' },
+  { username: 'user1,user2', state: 'SUCCEEDED', tagsNotContain: 'nightly,baseline', withTotalCount: 'true' },
   { tagsContain: 'team-1', tagsNotContain: 'nightly', withTotalCount: 'true' },
   { offset: '10', limit: '7', withTotalCount: 'true' },
   { offset: String(JOBS - 3), limit: '10' },
