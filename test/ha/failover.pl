@@ -355,11 +355,15 @@ sub start_clients
 				while (!-e $stop && time() < $end)
 				{
 					my $t0 = time();
+					# (then, in a transaction of its own on the same
+					# connection, a WAL position at or past the commit's)
 					my ($ok, $out, $err) = sql(connstr(),
-						"SELECT created FROM paidb.put_framework_request(" . sql_json($req) . ")", 10);
+						"SELECT created FROM paidb.put_framework_request(" . sql_json($req) . ");\n"
+						  . "SELECT pg_current_wal_insert_lsn();", 10);
 					if ($ok)
 					{
-						printf $fh "ack %s %.3f %.3f %s\n", $name, $t0, time(), ($i % 3 == 0 ? 'FAILED' : 'SUCCEEDED');
+						my $lsn = (split /\n/, $out)[-1] // '';
+						printf $fh "ack %s %.3f %.3f %s %s\n", $name, $t0, time(), ($i % 3 == 0 ? 'FAILED' : 'SUCCEEDED'), $lsn;
 						last;
 					}
 					printf $fh "fail %s %.3f %.3f\n", $name, $t0, time();
@@ -375,7 +379,16 @@ sub start_clients
 	return @pids;
 }
 
-# Acknowledged jobs of a scenario: {name => {t0, t1, want}}
+# A WAL position (X/Y) as a number
+sub lsn_num
+{
+	my ($lsn) = @_;
+	return undef unless defined $lsn && $lsn =~ m{^([0-9A-Fa-f]+)/([0-9A-Fa-f]+)$};
+	return hex($1) * 4294967296 + hex($2);
+}
+
+# Acknowledged jobs of a scenario: {name => {t0, t1, want, lsn}}, lsn a WAL
+# position of the primary that acknowledged it, at or past its commit
 sub acks
 {
 	my ($tag) = @_;
@@ -385,8 +398,8 @@ sub acks
 		open(my $fh, '<', "$dir/client-$tag-$c.log") or next;
 		while (my $line = <$fh>)
 		{
-			next unless $line =~ /^ack (\S+) (\S+) (\S+) (\S+)$/;
-			$a{$1} = { t0 => $2, t1 => $3, want => $4 };
+			next unless $line =~ /^ack (\S+) (\S+) (\S+) (\S+) (\S*)$/;
+			$a{$1} = { t0 => $2, t1 => $3, want => $4, lsn => lsn_num($5) };
 		}
 		close($fh);
 	}
@@ -645,23 +658,29 @@ if ($SCENARIOS{'kill-async'})
 		  headers => { 'Content-Type' => 'application/json' } });
 	ok($res->{success}, 'synchronous mode turned off');
 	ok(poll_primary("SHOW synchronous_standby_names", '', 60), 'the primary commits without waiting for a standby');
-	my ($stalled_from, @senders);
+	my @senders;
 	my ($r, $lost, $db) = scenario('kill-async', 0, sub {
 		my ($old) = @_;
 		# stall replication: the WAL senders stop, commits go on
 		@senders = split /\n/, (sql(connstr($old), 'SELECT pid FROM pg_stat_replication'))[1];
 		kill 'STOP', @senders;
-		$stalled_from = time();
 		usleep(1_500_000);
 		my $t = kill_postmaster($old);
 		kill 'KILL', @senders;
 		return $t;
 	});
-	# the asynchronous window: acknowledged from the stall to the kill
+	# the asynchronous window: jobs the old primary acknowledged past the
+	# WAL the promoted member had, which is where its timeline branched off
+	# (the last line of the new timeline's history file).  A time window
+	# would not do: how far replication lags behind the acknowledgements
+	# depends on the machine's load.
 	my $acks = acks('kill-async');
-	# (commits acknowledged just before the stall whose WAL had not been sent
-	# yet belong to it too: allow a second of replication lag)
-	my @window = grep { $acks->{$_}{t1} >= $stalled_from - 1 && $acks->{$_}{t1} <= $last_fault } keys %$acks;
+	my $history = psql_primary("SELECT pg_read_file('pg_wal/' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8) || '.history')");
+	my ($switch) = (split /\n/, $history)[-1] =~ m{^\d+\s+(\S+)};
+	my $switch_at = lsn_num($switch);
+	ok(defined $switch_at, "kill-async: the new timeline branched off at " . ($switch // 'an unknown position'));
+	my @window = grep { $acks->{$_}{t1} <= $last_fault && defined $acks->{$_}{lsn}
+		  && defined $switch_at && $acks->{$_}{lsn} > $switch_at } keys %$acks;
 	my %in_window = map { $_ => 1 } @window;
 	my @lost_outside = grep { !$in_window{$_} } @$lost;
 	is(scalar(@lost_outside), 0, 'kill-async: only jobs acknowledged in the asynchronous window are lost')
