@@ -356,14 +356,15 @@ sub start_clients
 				{
 					my $t0 = time();
 					# (then, in a transaction of its own on the same
-					# connection, a WAL position at or past the commit's)
+					# connection, a WAL position at or past the commit's,
+					# and the port of the member that acknowledged it)
 					my ($ok, $out, $err) = sql(connstr(),
 						"SELECT created FROM paidb.put_framework_request(" . sql_json($req) . ");\n"
-						  . "SELECT pg_current_wal_insert_lsn();", 10);
+						  . "SELECT pg_current_wal_insert_lsn()::text || ' ' || current_setting('port');", 10);
 					if ($ok)
 					{
-						my $lsn = (split /\n/, $out)[-1] // '';
-						printf $fh "ack %s %.3f %.3f %s %s\n", $name, $t0, time(), ($i % 3 == 0 ? 'FAILED' : 'SUCCEEDED'), $lsn;
+						my $lsn_port = (split /\n/, $out)[-1] // '';
+						printf $fh "ack %s %.3f %.3f %s %s\n", $name, $t0, time(), ($i % 3 == 0 ? 'FAILED' : 'SUCCEEDED'), $lsn_port;
 						last;
 					}
 					printf $fh "fail %s %.3f %.3f\n", $name, $t0, time();
@@ -387,8 +388,9 @@ sub lsn_num
 	return hex($1) * 4294967296 + hex($2);
 }
 
-# Acknowledged jobs of a scenario: {name => {t0, t1, want, lsn}}, lsn a WAL
-# position of the primary that acknowledged it, at or past its commit
+# Acknowledged jobs of a scenario: {name => {t0, t1, want, lsn, port}}, lsn
+# a WAL position of the primary that acknowledged it, at or past its commit,
+# port that primary's
 sub acks
 {
 	my ($tag) = @_;
@@ -398,8 +400,8 @@ sub acks
 		open(my $fh, '<', "$dir/client-$tag-$c.log") or next;
 		while (my $line = <$fh>)
 		{
-			next unless $line =~ /^ack (\S+) (\S+) (\S+) (\S+) (\S*)$/;
-			$a{$1} = { t0 => $2, t1 => $3, want => $4, lsn => lsn_num($5) };
+			next unless $line =~ /^ack (\S+) (\S+) (\S+) (\S+) (\S*)(?: (\d+))?$/;
+			$a{$1} = { t0 => $2, t1 => $3, want => $4, lsn => lsn_num($5), port => $6 };
 		}
 		close($fh);
 	}
@@ -534,7 +536,7 @@ sub scenario
 		usleep(100_000);
 	}
 	ok(defined $new && $new ne $old, "$tag: Patroni promoted another member (" . ($new // 'none') . ")")
-	  or diag("why, in $old's Patroni log:\n" . patroni_log_tail($old, qr/fail|lag|crash|health|demot|promot/i, 30));
+	  or diag("why, in ${old}'s Patroni log:\n" . patroni_log_tail($old, qr/fail|lag|crash|health|demot|promot/i, 30));
 	ok(defined $t_synced, "$tag: every job acknowledged before the fault is synced on the new primary")
 	  or diag("acknowledged before: " . scalar(@acked_before) . "; present|synced: " . ($last // 'no answer'));
 
@@ -673,13 +675,17 @@ if ($SCENARIOS{'kill-async'})
 	# WAL the promoted member had, which is where its timeline branched off
 	# (the last line of the new timeline's history file).  A time window
 	# would not do: how far replication lags behind the acknowledgements
-	# depends on the machine's load.
+	# depends on the machine's load, and a backend that was committing at
+	# the kill still answers its client after it (it outlives its
+	# postmaster by a moment).  So: every job the old primary acknowledged,
+	# by its port, at a position past the branch point.
 	my $acks = acks('kill-async');
+	my $old_port = $member{ $r->{old} }{pgport};
 	my $history = psql_primary("SELECT pg_read_file('pg_wal/' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8) || '.history')");
 	my ($switch) = (split /\n/, $history)[-1] =~ m{^\d+\s+(\S+)};
 	my $switch_at = lsn_num($switch);
 	ok(defined $switch_at, "kill-async: the new timeline branched off at " . ($switch // 'an unknown position'));
-	my @window = grep { $acks->{$_}{t1} <= $last_fault && defined $acks->{$_}{lsn}
+	my @window = grep { ($acks->{$_}{port} // 0) == $old_port && defined $acks->{$_}{lsn}
 		  && defined $switch_at && $acks->{$_}{lsn} > $switch_at } keys %$acks;
 	my %in_window = map { $_ => 1 } @window;
 	my @lost_outside = grep { !$in_window{$_} } @$lost;
