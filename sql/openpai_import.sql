@@ -1,7 +1,9 @@
 -- openpai.import_database (SPEC §9): an OpenPAI v1.2+ database's tables, in
--- another schema of this database, into paidb.  The tables are as OpenPAI's
--- Sequelize models create them (test/t/060's fixture builds them with
--- Sequelize itself); the rows carry OpenPAI's quirks.
+-- another schema of this database, into paidb.  The tables below have the
+-- columns, types, defaults and keys of OpenPAI's Sequelize models, written
+-- by hand (without the foreign keys and indexes of the full definition,
+-- test/t/data/openpai-tables.sql, a pg_dump of their sync()); the rows
+-- carry OpenPAI's quirks.
 SET client_min_messages = warning;
 DROP EXTENSION IF EXISTS paidb_openpai;
 DROP EXTENSION IF EXISTS paidb CASCADE;

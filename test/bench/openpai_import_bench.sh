@@ -19,7 +19,8 @@ export PGOPTIONS="${PGOPTIONS:-} -c client_min_messages=warning"
 PSQL=(psql -X -q -v ON_ERROR_STOP=1)
 
 echo "building an OpenPAI database of $JOBS jobs (schema bench_opai) ..."
-# OpenPAI's tables as test/t/060 builds them (one definition, renamed here)
+# OpenPAI's tables as test/t/060 builds them: pg_dump -s of Sequelize's sync()
+# (test/openpai/make-openpai-tables-sql.sh), the schema renamed here
 "${PSQL[@]}" >/dev/null <<SQL
 CREATE EXTENSION IF NOT EXISTS paidb_openpai;
 DROP SCHEMA IF EXISTS bench_opai CASCADE;

@@ -15,7 +15,10 @@
 #     before and after the workers' first run;
 #   * the running jobs finish normally, the submitted one is created once,
 #     the completed one is deleted as the poller would have; the fake saw no
-#     other create, and no job was reset;
+#     other create, and no job was reset; its request log shows each job
+#     that was in the API server deleted once, after it completed, none
+#     deleted in the workers' first run, no DELETE of the jobs OpenPAI had
+#     deleted, and no PUT or PATCH of any imported job;
 #   * a second import changes nothing; bad input (a schema that is not
 #     OpenPAI's, two imports at once) is refused and changes nothing.
 use strict;
@@ -36,6 +39,25 @@ my $node = PaidbTest::new_node('openpai_migration', $fake, no_extension => 1);
 # ---------------------------------------------------------------- OpenPAI's cluster
 
 my %job = map { $_ => job_name('alice', $_) } qw(running1 running2 retried completed waiting done failed);
+
+# The fake's request log: the requests on one framework (by its path, or a
+# deletecollection naming it in a selector) with method $method_re, as
+# fake_request_times gives them ({start, end, method, target, code}).
+sub fw_requests
+{
+	my ($name, $method_re) = @_;
+	return grep {
+		$_->{method} =~ $method_re
+		  && $_->{target} =~ m{/frameworks(?:/\Q$name\E(?:[/?]|$)|\?.*\Q$name\E)}
+	} @{ fake_request_times($fake) };
+}
+
+# "name: method@start" of each logged request on the named jobs, for a diagnostic.
+sub show_requests
+{
+	my ($method_re, @names) = @_;
+	return join(', ', map { my $n = $_; map { "$n: $_->{method}\@$_->{start}" } fw_requests($n, $method_re) } @names);
+}
 
 # Created in the API server as OpenPAI's write-merger did.
 sub create_in_fake
@@ -210,6 +232,9 @@ is(query($node, $listing_diff . " AND o.name <> '$job{waiting}' AND o.name <> '$
 	'after the first run, the running jobs are still listed as before');
 is(join(',', map { fake_creates($fake, $job{$_}) - $creates_before{$_} } qw(running1 running2 retried completed)),
 	'0,0,0,0', 'no job that was in the API server was created again');
+# The controller is paused: the running jobs cannot have finished yet.
+is(show_requests(qr/^DELETE$/, map { $job{$_} } qw(running1 running2 retried)), '',
+	'the fake saw no DELETE of a running imported job in the first run');
 
 # Let the cluster go on.
 $fake->admin(POST => '/_fake/controller/resume');
@@ -231,6 +256,20 @@ is(join(',', map { fake_creates($fake, $job{$_}) - $creates_before{$_} } qw(runn
 	'0,0,0,0', 'still no job that was in the API server was created again');
 is(fake_creates($fake, $job{waiting}), 1, 'the job OpenPAI had not created yet was created once');
 is(fake_creates($fake, $job{done}) + fake_creates($fake, $job{failed}), 0, 'deleted jobs were not created');
+# From the fake's request log: each job that was in the API server is
+# deleted once, after it completed (its completionTime has whole seconds);
+# the jobs OpenPAI had already deleted get no DELETE; no imported job's
+# request is replaced (PUT) or patched (PATCH), i.e. none was reset.
+for my $k (qw(running1 running2 retried completed))
+{
+	my $done_at = col($node, $job{$k}, 'extract(epoch FROM completion_time)');
+	my @del = fw_requests($job{$k}, qr/^DELETE$/);
+	ok(@del == 1 && $done_at ne '' && $del[0]{start} >= $done_at,
+		"$k: one DELETE, after it completed") or diag("completed at $done_at; " . show_requests(qr/^DELETE$/, $job{$k}));
+}
+is(show_requests(qr/^DELETE$/, $job{done}, $job{failed}), '', 'the jobs OpenPAI had deleted got no DELETE');
+is(show_requests(qr/^(?:PUT|PATCH)$/, map { $job{$_} } qw(running1 running2 retried completed done failed)), '',
+	'no imported job was replaced or patched in the API server (none reset)');
 my $log = slurp_file($node->logfile);
 unlike($log, qr/queued to be created again/, 'no job was reset');
 is(query($node, qq{SELECT submission_time FROM paidb.framework WHERE name = '$job{running1}'}),
