@@ -6,6 +6,7 @@ import base64
 import gzip
 import json
 import os
+import re
 import socket
 import sys
 import threading
@@ -629,6 +630,51 @@ class ServerPause(unittest.TestCase):
                                                      'seconds': 0.3})
             wait_for(refused, 5)
             wait_for(lambda: not refused(), 5, what='automatic resume')
+
+    def test_held_create_runs_after_the_client_left(self):
+        # latency holds a create; the client gives up and goes; the create
+        # is executed all the same, and --log-name names it in the log
+        import shutil
+        import tempfile
+        tmp = tempfile.mkdtemp(prefix='kube-fake-log-')
+        self.addCleanup(shutil.rmtree, tmp, True)
+        log = os.path.join(tmp, 'requests.log')
+        with KubeFake(token='h', admin_port=True, extra_args=[
+                '--log', log, '--log-name', '--log-agent']) as kf:
+            kf.admin('POST', '/_fake/latency', {'seconds': 2, 'count': -1,
+                                                'verb': 'create',
+                                                'resource': 'secrets'})
+            conn = kf.new_conn()
+            conn.request('POST', SECS, json.dumps(secret('held')),
+                         headers={'Authorization': 'Bearer h',
+                                  'Content-Type': 'application/json',
+                                  'User-Agent': 'gone/1'})
+            conn.close()
+            # held (counted before the delay): clearing lets it be
+            wait_for(lambda: kf.admin('GET', '/_fake/counters')['requests']
+                     .get('create secrets'), 5, what='the create held')
+            kf.admin('DELETE', '/_fake/latency')
+            self.assertEqual(kf.request('GET', SECS + '/held')[0], 404)
+            wait_for(lambda: kf.request('GET', SECS + '/held')[0] == 200, 10,
+                     what='the held create')
+            self.assertEqual(kf.request('POST', SECS, secret('quick'))[0],
+                             201)
+
+            def logged():   # (a line is written once its answer is sent)
+                with open(log) as f:
+                    lines = f.read().splitlines()
+                return [x for x in lines if ' name=quick ' in x] and lines
+            lines = wait_for(logged, 5, what='the log lines')
+            held = [x for x in lines if x.endswith(' name=held agent=gone/1')]
+            self.assertEqual(len(held), 1, lines)
+            m = re.search(r' POST \S+/secrets 201 ([\d.]+)ms ', held[0])
+            self.assertTrue(m, held[0])
+            self.assertGreaterEqual(float(m.group(1)), 1900)
+            self.assertRegex([x for x in lines if ' name=quick ' in x][0],
+                             r' name=quick agent=\S+$')
+            # other verbs name their object in the target
+            self.assertFalse([x for x in lines if ' GET ' in x
+                              and ' name=' in x])
 
     def test_history_size(self):
         with KubeFake(extra_args=['--history-size', '5']) as kf:

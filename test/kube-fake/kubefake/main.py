@@ -63,6 +63,9 @@ def parse_args(argv):
     p.add_argument('--log-agent', action='store_true',
                    help='end each --log line with agent=<User-Agent>, to '
                    'tell clients apart (e.g. the members of a cluster)')
+    p.add_argument('--log-name', action='store_true',
+                   help='on each --log line of a create, add name=<the '
+                   'object\'s name> (from the body) before agent=')
     a = p.parse_args(argv)
     if bool(a.tls_cert) != bool(a.tls_key):
         p.error('--tls-cert and --tls-key go together')

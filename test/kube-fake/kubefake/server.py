@@ -613,8 +613,11 @@ class Server:
             if self.log_file is not None:
                 with self.log_lock:
                     agent = ''
+                    if self.opts.log_name and req.verb == 'create':
+                        # a create's target names no object: its body does
+                        agent = ' name=' + (req.name or '-')
                     if self.opts.log_agent:
-                        agent = ' agent=' + req.headers.get('user-agent', '-')
+                        agent += ' agent=' + req.headers.get('user-agent', '-')
                     self.log_file.write('%s %s %s %s %.1fms%s\n' % (
                         now_micro(), req.method, req.target,
                         code or req.status, (time.monotonic() - t0) * 1000,
