@@ -42,16 +42,16 @@ fi
 
 [ -s "$LAST" ] || { echo "no HA run yet: PAIDB_SUITES=ha bash test/run-tests.sh, or make bench-ha PAIDB_HA_SWEEP=1"; exit 0; }
 head -1 "$LAST"
-printf '%-11s %4s %9s %13s | %16s %12s %14s | %6s %8s %5s %7s\n' scenario ttl loop_wait retry_timeout first_request_s all_synced_s old_workers_s acked in_flight lost adopted
+printf '%-11s %4s %9s %13s | %16s %12s %14s | %6s %8s %5s %7s %8s\n' scenario ttl loop_wait retry_timeout first_request_s all_synced_s old_workers_s acked in_flight lost adopted held/409
 # one row per run; after the runs of one scenario and timing set, their medians
 median() { sort -g | awk '{v[NR] = $1} END {if (NR == 0) print "-"; else if (NR % 2) print v[(NR + 1) / 2]; else printf "%.2f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
-row() { printf '%-11s %4s %9s %13s | %16s %12s %14s | %6s %8s %5s %7s\n' "$@"; }
+row() { printf '%-11s %4s %9s %13s | %16s %12s %14s | %6s %8s %5s %7s %8s\n' "$@"; }
 prev=""; firsts=""; synceds=""; runs=0
 flush() {
     [ "$runs" -gt 1 ] || return 0
     IFS=' ' read -r sc tt lw rt <<< "$prev"
     row "  median" "$tt" "$lw" "$rt" "$(tr ' ' '\n' <<< "$firsts" | grep -v '^$' | median)" \
-        "$(tr ' ' '\n' <<< "$synceds" | grep -v '^$' | median)" "" "" "$runs runs" "" ""
+        "$(tr ' ' '\n' <<< "$synceds" | grep -v '^$' | median)" "" "" "$runs runs" "" "" ""
 }
 while read -r line; do
     declare -A f=()
@@ -59,11 +59,14 @@ while read -r line; do
     key="${f[scenario]} ${f[ttl]} ${f[loop_wait]} ${f[retry_timeout]}"
     if [ "$key" != "$prev" ]; then flush; prev=$key; firsts=""; synceds=""; runs=0; fi
     firsts="$firsts ${f[first_request]}"; synceds="$synceds ${f[all_synced]}"; runs=$((runs + 1))
+    held=${f[held]:+${f[held]}/${f[held_409]}}
     row "${f[scenario]}" "${f[ttl]}" "${f[loop_wait]}" "${f[retry_timeout]}" "${f[first_request]}" "${f[all_synced]}" \
-        "${f[workers_gone]:--}" "${f[acked]}" "${f[acked_before]}" "${f[lost]}" "${f[adopted]:--}"
+        "${f[workers_gone]:--}" "${f[acked]}" "${f[acked_before]}" "${f[lost]}" "${f[adopted]:--}" \
+        "${held:--}"
     unset f
 done < <(grep -v '^#' "$LAST")
 flush
 echo "times in seconds from the fault; old_workers: until the old primary's paidb workers have exited"
 echo "(a switchover's old_workers is measured once Patroni's REST call has returned: an upper bound)"
+echo "held/409 (kill-sync): creates of the old primary the fake held across the kill and executed after it / those the new primary sent again and adopted on 409 (the others it learned from its watch)"
 echo "targets (ttl 10, loop_wait 2): first request < 5 s, all synced < 10 s; 'lost' is only allowed in kill-async (the asynchronous window)"

@@ -6,6 +6,10 @@
 # run on the same cluster:
 #
 #   kill-sync    synchronous_mode on, kill -9 of the primary's postmaster
+#                with creates in flight: the fake holds every framework
+#                create for HA_HOLD (1.0) s before executing it, so the
+#                creates the old primary sent in its last second reach the
+#                API server after it died, their answers lost with it
 #   switchover   synchronous_mode on, a switchover through Patroni's REST API
 #   kill-async   synchronous_mode off, the primary's WAL senders stalled
 #                (SIGSTOP) while clients go on, then kill -9: the
@@ -16,9 +20,15 @@
 # members send requests; the new primary resumes the framework watch from
 # the stored resourceVersion (no LIST); every job acknowledged to a client
 # (and not in the asynchronous window) is created exactly once and ends in
-# its right state; what the asynchronous window loses is lost cleanly.
+# its right state; in kill-sync, every create held across the kill (the
+# log names a create's object) made a job that the new primary has,
+# created once (the new primary learns of the framework from its watch, or
+# creates it again, is answered 409 and adopts it by its label), synced
+# and in its right state; what the asynchronous window loses is lost
+# cleanly.
 #
 # Timing settings: HA_TTL (10), HA_LOOP_WAIT (2), HA_RETRY_TIMEOUT (5);
+# HA_HOLD (1.0) the seconds kill-sync holds each create;
 # HA_SCENARIOS picks scenarios; HA_RESULTS names a file that gets one line
 # of figures per scenario (make bench-ha prints it).
 #
@@ -50,6 +60,7 @@ my $MEMBERS = $ENV{HA_MEMBERS} // 3;
 my %SCENARIOS = map { $_ => 1 } split ' ', ($ENV{HA_SCENARIOS} // 'kill-sync switchover kill-async');
 my $RESULTS = $ENV{HA_RESULTS};
 my $CLIENTS = 2;
+my $HOLD = $ENV{HA_HOLD} // 1.0;    # kill-sync: seconds the fake holds each create
 
 my $json = JSON::PP->new->canonical;
 my $http = HTTP::Tiny->new(timeout => 5);
@@ -410,7 +421,8 @@ sub acks
 
 # ---------------------------------------------------------------- the log
 
-# The fake's request log lines: [{start, end, method, target, code, agent}]
+# The fake's request log lines: [{start, end, method, target, code, name,
+# agent}] (name: a create's object, from --log-name)
 sub request_log
 {
 	my ($fake) = @_;
@@ -418,10 +430,10 @@ sub request_log
 	open(my $fh, '<', $fake->{request_log}) or return [];
 	while (my $line = <$fh>)
 	{
-		next unless $line =~ /^(\d+)-(\d+)-(\d+)T(\d+):(\d+):(\d+)(\.\d+)?Z (\S+) (\S+) (\S+) ([\d.]+)ms agent=(.*)$/;
+		next unless $line =~ /^(\d+)-(\d+)-(\d+)T(\d+):(\d+):(\d+)(\.\d+)?Z (\S+) (\S+) (\S+) ([\d.]+)ms(?: name=(\S+))? agent=(.*)$/;
 		my $end = Time::Local::timegm($6, $5, $4, $3, $2 - 1, $1) + ($7 // 0);
 		push @out, { end => $end, start => $end - $11 / 1000, method => $8,
-			target => $9, code => $10, agent => $12 };
+			target => $9, code => $10, name => $12, agent => $13 };
 	}
 	close($fh);
 	return \@out;
@@ -454,7 +466,7 @@ spawn('etcd', "$dir/etcd.log", 'etcd', '--name', 'e0', '--data-dir', "$dir/etcd"
 	'--listen-metrics-urls', '');
 ok(wait_until(sub { $http->get("http://127.0.0.1:$etcd_client/health")->{success} }, 30), 'etcd runs');
 
-my $fake = PaidbTest::start_fake(dir => $dir, args => ['--log-agent']);
+my $fake = PaidbTest::start_fake(dir => $dir, args => [ '--log-agent', '--log-name' ]);
 
 for my $n (@names)
 {
@@ -626,9 +638,77 @@ sub kill_postmaster
 	return $t;
 }
 
+# kill -9 with creates in flight: the fake holds every framework create for
+# $HOLD s and then executes it, whether or not its sender is still there.
+# The old primary goes on sending creates for $HOLD * 1.5 s, is killed while
+# the last second's are held, and the latency is cleared at once (creates
+# held already stay held) so that the new primary's are not slowed.
+sub kill_holding_creates
+{
+	my ($old) = @_;
+	$fake->latency(seconds => $HOLD, count => -1, verb => 'create', resource => 'frameworks');
+	usleep(int(1.5 * $HOLD * 1_000_000));
+	my $t = eval { kill_postmaster($old) };
+	my $err = $@;
+	$fake->admin(DELETE => '/_fake/latency');
+	die $err if $err;
+	return $t;
+}
+
+# The creates the old primary had in flight at the kill, executed by the
+# fake after it: the old primary never had their answers, so whatever it
+# would have recorded of them is lost, and the new primary has the job as
+# never created.  Each job must be in the new primary, created once (the new
+# primary learns of the framework from its watch, or creates it again, is
+# answered 409 and adopts it by its label), synced, and in its right state.
+sub check_held_creates
+{
+	my ($r, $db) = @_;
+	my $t_kill = $last_fault;
+	my $acks = acks('kill-sync');
+	my @log = grep { $_->{method} eq 'POST' && $_->{target} =~ m{/frameworks$} } @{ request_log($fake) };
+	my @held = grep { agent_member($_->{agent}) eq $r->{old} && $_->{start} < $t_kill
+		  && $_->{start} + $HOLD > $t_kill } @log;
+	my @executed = grep { $_->{code} eq '201' && defined $_->{name} } @held;
+	note(sprintf('kill-sync: creates of %s held across the kill: %d (%d created), sent %s s before it',
+		$r->{old}, scalar(@held), scalar(@executed),
+		join(' ', map { sprintf('%.2f', $t_kill - $_->{start}) } @held)));
+	cmp_ok(scalar(@executed), '>', 0,
+		'kill-sync: creates of the old primary were in flight at the kill and executed after it ('
+		  . scalar(@executed) . ')');
+	my %names = map { $_->{name} => 1 } @executed;
+	my $names_sql = "ARRAY[" . join(',', map { "'$_'" } sort keys %names) . "]::text[]";
+	my %synced = map { $_ => 1 } split /\n/,
+	  psql_primary("SELECT name FROM paidb.framework WHERE name = ANY($names_sql) AND request_synced");
+	my $counters = $fake->counters;
+	my (@bad, @conflict, @watched);
+	for my $n (sort keys %names)
+	{
+		my @again = grep { ($_->{name} // '') eq $n && agent_member($_->{agent}) eq $r->{new} } @log;
+		my $creates = $counters->{creates}{frameworks}{$n} // 0;
+		my $want = $acks->{$n} ? $acks->{$n}{want} : 'an acknowledgement';
+		if (!$db->{$n}) { push @bad, "$n: not in the new primary"; next; }
+		push @bad, "$n: $creates creates" if $creates != 1;
+		push @bad, "$n: not synced" unless $synced{$n};
+		push @bad, "$n: $db->{$n}{state}, deleted $db->{$n}{deleted}, wants $want"
+		  if !$acks->{$n} || $db->{$n}{state} ne $want || $db->{$n}{deleted} ne 't';
+		push @bad, "$n: created again by the new primary, answered " . join(', ', map { $_->{code} } @again)
+		  if grep { $_->{code} ne '409' } @again;
+		push @{ @again ? \@conflict : \@watched }, $n;
+	}
+	is(scalar(@bad), 0, 'kill-sync: every job whose create was held across the kill is in the new primary, '
+		  . 'created once, synced, and in its right state')
+	  or diag(join("\n", @bad));
+	note('kill-sync: of those, the new primary created again and adopted on 409: ' . scalar(@conflict)
+		  . '; learned from its watch: ' . scalar(@watched));
+	$r->{held} = scalar(@executed);
+	$r->{held_409} = scalar(@conflict);
+}
+
 if ($SCENARIOS{'kill-sync'})
 {
-	scenario('kill-sync', 1, \&kill_postmaster);
+	my ($r, $lost, $db) = scenario('kill-sync', 1, \&kill_holding_creates);
+	check_held_creates($r, $db);
 	ok(wait_healthy(1, 180), 'kill-sync: the old primary rejoins as a replica');
 }
 

@@ -22,7 +22,7 @@ su postgres -c "cd '$WORK' && PATH=$PG_BIN:\$PATH PG_BIN=$PG_BIN PG_TEST_PORT_DI
     HA_RESULTS='$ha_results' ${HA_SCENARIOS:+HA_SCENARIOS='$HA_SCENARIOS'} timeout 1200 \
     prove -v -I /usr/lib/postgresql/15/lib/pgxs/src/test/perl -I test/t/lib test/ha/failover.pl" > "$WORK/ha.log" 2>&1
 rc=$?
-grep -E '^(not )?ok|^# (acked|----)|^Files=|^Result' "$WORK/ha.log"
+grep -E '^(not )?ok|^# (acked|----|kill-sync: (creates of|of those))|^Files=|^Result' "$WORK/ha.log"
 [ $rc = 0 ] || tail -150 "$WORK/ha.log"
 if [ -s "$ha_results" ]; then
     { echo "# $(date -u +%FT%TZ) test/suites/50_ha.sh"; cat "$ha_results"; } > "$ROOT/test/ha/last-run.txt"
