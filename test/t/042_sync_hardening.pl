@@ -116,6 +116,21 @@ ok($sync0->{pid}, 'the sync worker runs');
 	is($node->safe_psql('postgres', q{SELECT count(*) FROM paidb.orphan WHERE length(name) > 63 OR name LIKE '.%'}),
 		'4', 'the hostile orphans were never claimed (still queued, never sent)');
 	$node->safe_psql('postgres', q{DELETE FROM paidb.orphan});
+
+	# the name size these checks and the workers' hash keys use is defined
+	# once (src/k8s_objects.h), not again per file or as NAMEDATALEN
+	my @src = (glob('src/*.c'), glob('src/*.h'));
+	my (@defs, @keys);
+	for my $f (@src)
+	{
+		my $text = slurp_file($f);
+		push @defs, $f while $text =~ /^#define\s+\w*FRAMEWORK_NAME_SIZE\b/mg;
+		push @keys, $f if $f =~ m{/worker_(sync|watch)\.c$} && $text =~ /keysize\s*=\s*NAMEDATALEN\b/;
+	}
+	ok((grep { m{/worker_sync\.c$} } @src) && (grep { m{/worker_watch\.c$} } @src),
+		'the sources are there to check');
+	is("@defs", 'src/k8s_objects.h', 'the framework-name size is defined once, in src/k8s_objects.h');
+	is("@keys", '', "the workers' hashes of framework names are not keyed by NAMEDATALEN");
 }
 
 # ============================================================ 2. add-on identity
