@@ -499,11 +499,15 @@ k8s_client_create(MemoryContext parent)
 	return client;
 }
 
-/* Read a small text file into a palloc'd string with surrounding blanks trimmed */
+/*
+ * Read a small text file into a palloc'd string with surrounding blanks
+ * trimmed; NULL with errno set if it cannot be opened or read.
+ */
 static char *
 k8s_read_small_file(const char *path, size_t maxlen, struct stat *st_out)
 {
 	int			fd;
+	int			save_errno;
 	char	   *buf;
 	ssize_t		n;
 	size_t		len = 0;
@@ -514,7 +518,9 @@ k8s_read_small_file(const char *path, size_t maxlen, struct stat *st_out)
 		return NULL;
 	if (st_out != NULL && fstat(fd, st_out) != 0)
 	{
+		save_errno = errno;
 		CloseTransientFile(fd);
+		errno = save_errno;
 		return NULL;
 	}
 	buf = palloc(maxlen + 1);
@@ -525,10 +531,13 @@ k8s_read_small_file(const char *path, size_t maxlen, struct stat *st_out)
 		{
 			if (errno == EINTR)
 				continue;
+			/* (e.g. EISDIR: the setting names a directory) */
+			save_errno = errno;
 			CloseTransientFile(fd);
 			/* buf is not terminated: wipe what was read by length */
 			explicit_bzero(buf, len);
 			pfree(buf);
+			errno = save_errno;		/* for the caller's %m */
 			return NULL;
 		}
 		if (n == 0)

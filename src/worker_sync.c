@@ -1206,7 +1206,7 @@ paidb_sync_main(Datum main_arg)
 
 	paidb_worker_startup(PAIDB_WORKER_SYNC);
 	memset(&ctl, 0, sizeof(ctl));
-	ctl.keysize = NAMEDATALEN;
+	ctl.keysize = PAIDB_FRAMEWORK_NAME_SIZE;
 	ctl.entrysize = sizeof(SyncJob);
 	ctl.hcxt = paidb_worker_context;
 	jobs = hash_create("paidb sync jobs", 256, &ctl, HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);

@@ -50,6 +50,7 @@
 #include "guc.h"
 #include "jsonb_util.h"
 #include "k8s_client.h"
+#include "k8s_objects.h"
 #include "k8s_watch.h"
 #include "spi_plan.h"
 #include "worker_common.h"
@@ -73,9 +74,6 @@
 
 /* Rows fetched at a time while looking for frameworks that disappeared */
 #define RECONCILE_FETCH			1000
-
-/* Longest framework name the database accepts, plus the terminator */
-#define FRAMEWORK_NAME_SIZE		64
 
 /* Length of the framework-name part of a task pod's name */
 #define POD_FRAMEWORK_NAME_LEN	32
@@ -836,7 +834,7 @@ reconcile(Reflector *r, const char *list_rv)
 			char	   *name = SPI_getvalue(SPI_tuptable->vals[k], SPI_tuptable->tupdesc, 1);
 			bool		found = false;
 
-			if (name == NULL || strlen(name) >= FRAMEWORK_NAME_SIZE)
+			if (name == NULL || strlen(name) >= PAIDB_FRAMEWORK_NAME_SIZE)
 				continue;
 			if (r->seen != NULL)
 				(void) hash_search(r->seen, name, HASH_FIND, &found);
@@ -993,7 +991,7 @@ batch_fill_from_list(Reflector *r, K8sList *list)
 
 		if (item == NULL)
 			break;
-		if (r->seen != NULL && item->name != NULL && strlen(item->name) < FRAMEWORK_NAME_SIZE)
+		if (r->seen != NULL && item->name != NULL && strlen(item->name) < PAIDB_FRAMEWORK_NAME_SIZE)
 			(void) hash_search(r->seen, item->name, HASH_ENTER, NULL);
 		if (item->oversized)
 		{
@@ -1063,8 +1061,8 @@ run_list(Reflector *r)
 	if (r->def->reconcile)
 	{
 		memset(&ctl, 0, sizeof(ctl));
-		ctl.keysize = FRAMEWORK_NAME_SIZE;
-		ctl.entrysize = FRAMEWORK_NAME_SIZE;
+		ctl.keysize = PAIDB_FRAMEWORK_NAME_SIZE;
+		ctl.entrysize = PAIDB_FRAMEWORK_NAME_SIZE;
 		ctl.hcxt = r->list_cxt;
 		r->seen = hash_create("paidb listed names", 1024, &ctl,
 							  HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);

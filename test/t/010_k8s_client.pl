@@ -432,6 +432,25 @@ is($r->{retry_after_ms}, 7000, 'Retry-After parsed');
 ok($r->{retryable}, '429 is retryable');
 is(req('get', "$fw_path/pl1")->{kind}, 'ok', 'the next request works');
 
+# SPEC §8: Retry-After is honoured up to paidb.max_retry_after, whether the
+# server says it in the header (with the Status' details, as the fake does)
+# or only in the Status' details.retryAfterSeconds
+set_conf('paidb.max_retry_after' => '3s');
+$fake->fault(status => 429, count => 1, verb => 'get', retryAfter => 86400);
+$r = req('get', "$fw_path/pl1");
+is($r->{http_status}, 429, 'a 429 asking for a day');
+is($r->{retry_after_ms}, 3000, 'Retry-After: 86400 is cut to paidb.max_retry_after (3 s)');
+$fake->fault(status => 429, count => 1, verb => 'get', action => 'body', contentType => 'application/json',
+	body => $json->encode({ kind => 'Status', apiVersion => 'v1', status => 'Failure',
+		reason => 'TooManyRequests', code => 429, message => 'slow down',
+		details => { retryAfterSeconds => 86400 } }));
+$r = req('get', "$fw_path/pl1");
+is("$r->{http_status} $r->{reason}", '429 TooManyRequests', 'a 429 with only a Status asking for a day');
+is($r->{retry_after_ms}, 3000, 'details.retryAfterSeconds: 86400 is cut to paidb.max_retry_after too');
+$fake->fault(status => 429, count => 1, verb => 'get', retryAfter => 2);
+is(req('get', "$fw_path/pl1")->{retry_after_ms}, 2000, 'a Retry-After under the cap is kept');
+set_conf('paidb.max_retry_after' => '5min');
+
 # the HTTP-date form of Retry-After (the fake only sends seconds)
 my $ra = $node->safe_psql(
 	'postgres', q{

@@ -1,6 +1,7 @@
 # paidb under API server faults (SPEC §6) against kube-fake with its
 # simulated frameworkcontroller: bursts of 500 and 503 (also a lost response
-# and a dropped connection) on creates and patches, 429 with Retry-After, a
+# and a dropped connection) on creates and patches, 429 with Retry-After
+# (and one asking for a day, honoured only up to paidb.max_retry_after), a
 # 410 ERROR event in the watch stream, a watcher that falls behind a
 # compaction while a framework vanishes, watches cut in the middle of an
 # event, and an API server that refuses connections for 5 s.  Through all of
@@ -29,7 +30,7 @@ my $fake = PaidbTest::start_fake(token_file => $token_file);
 # ---------------------------------------------------------------- PostgreSQL
 my $node = PaidbTest::new_node('api_faults', $fake, token_file => $token_file,
 	resync_interval => '20s', retain_mode => 'off', restart_after_crash => 'off',
-	conf => "paidb.k8s_timeout = '5s'\npaidb.max_rpc_concurrency = 8\n");
+	conf => "paidb.k8s_timeout = '5s'\npaidb.max_rpc_concurrency = 8\npaidb.max_retry_after = '4s'\n");
 ok($node->poll_query_until('postgres',
 	q{SELECT count(*) = 4 FROM paidb.status() WHERE pid IS NOT NULL AND state NOT LIKE 'waiting%'}),
 	'the four workers run');
@@ -190,6 +191,27 @@ sub jobs_final
 	my $c1 = fake_creates($fake, 'tmr1');
 	my $c2 = fake_creates($fake, 'tmr2');
 	is("$c1 $c2", '1 1', 'both frameworks were created once');
+}
+
+# ---------------------------------------------------------------- 2b. a Retry-After of a day
+# SPEC §8: a server may not park paidb for longer than paidb.max_retry_after
+# (4 s here): asked for 86,400 s (header and Status details), the sync
+# worker holds off every new request for 4 s, then sends the job again.
+{
+	my $n429 = $fake->counters->{responses}{429} // 0;
+	$fake->fault(status => 429, retryAfter => 86400, verb => 'create', resource => 'frameworks',
+		name => 'capped1', count => 1);
+	submit_jobs([ 'capped1', 'ok' ]);
+	ok(wait_until(sub { ($fake->counters->{responses}{429} // 0) > $n429 }),
+		'the create got 429 with Retry-After: 86400');
+	jobs_final('a Retry-After of a day', 'capped1');
+	my @log = @{ fake_request_times($fake) };
+	my ($t429) = map { $_->{end} } grep { $_->{code} eq '429' } reverse @log;
+	my ($next) = grep { $_->{start} > $t429 && $_->{method} ne 'GET' } @log;
+	my $gap = defined $next ? $next->{start} - $t429 : -1;
+	cmp_ok($gap, '>=', 3.9, sprintf('nothing was sent for paidb.max_retry_after (first request %.2f s after the 429)', $gap));
+	ok(defined $next && $gap < 30, 'the sync worker went on within the cap, not after a day');
+	is(fake_creates($fake, 'capped1'), 1, 'the framework was created once');
 }
 
 # ---------------------------------------------------------------- 3. 410 Gone

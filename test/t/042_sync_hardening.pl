@@ -13,9 +13,13 @@
 #     in status() without the token, retried; the worker never exits;
 #  5. 400 on create is permanent; a failed owner-reference patch is retried;
 #  6. the bearer token over plain http:// is warned about once per server
-#     and process.
+#     and process;
+#  7. a token file that cannot be read (a directory): a WARNING with the
+#     reason, 401s in status(), no crash, and the job goes through once the
+#     file is back.
 use strict;
 use warnings;
+use Cwd qw(abs_path);
 use JSON::PP;
 use MIME::Base64 qw(encode_base64);
 use PostgreSQL::Test::Cluster;
@@ -116,6 +120,21 @@ ok($sync0->{pid}, 'the sync worker runs');
 	is($node->safe_psql('postgres', q{SELECT count(*) FROM paidb.orphan WHERE length(name) > 63 OR name LIKE '.%'}),
 		'4', 'the hostile orphans were never claimed (still queued, never sent)');
 	$node->safe_psql('postgres', q{DELETE FROM paidb.orphan});
+
+	# the name size these checks and the workers' hash keys use is defined
+	# once (src/k8s_objects.h), not again per file or as NAMEDATALEN
+	my @src = (glob('src/*.c'), glob('src/*.h'));
+	my (@defs, @keys);
+	for my $f (@src)
+	{
+		my $text = slurp_file($f);
+		push @defs, $f while $text =~ /^#define\s+\w*FRAMEWORK_NAME_SIZE\b/mg;
+		push @keys, $f if $f =~ m{/worker_(sync|watch)\.c$} && $text =~ /keysize\s*=\s*NAMEDATALEN\b/;
+	}
+	ok((grep { m{/worker_sync\.c$} } @src) && (grep { m{/worker_watch\.c$} } @src),
+		'the sources are there to check');
+	is("@defs", 'src/k8s_objects.h', 'the framework-name size is defined once, in src/k8s_objects.h');
+	is("@keys", '', "the workers' hashes of framework names are not keyed by NAMEDATALEN");
 }
 
 # ============================================================ 2. add-on identity
@@ -276,6 +295,43 @@ ok($sync0->{pid}, 'the sync worker runs');
 	my @w = (log_since($node) =~ /WARNING:  paidb sends its bearer token to \Q$url\E over plain http/g);
 	cmp_ok(scalar(@w), '>=', 1, 'the token over plain http is warned about');
 	cmp_ok(scalar(@w), '<=', 3, 'once per process (three workers), not per request (' . scalar(@w) . ')');
+}
+
+# ============================================================ 7. a token file that cannot be read
+# paidb.k8s_token_file names a directory: open() works, read() fails with
+# EISDIR (k8s_read_small_file's read-error path).  A WARNING names the file
+# and the reason, the requests go without a token (the old one belonged to
+# the other file) and are refused with 401, which status() shows; nothing
+# crashes, no worker exits, and with the file back the job goes through.
+{
+	my $dir = abs_path(PostgreSQL::Test::Utils::tempdir);
+	my $st0 = sync_status();
+	my $off = -s $node->logfile;
+	$node->safe_psql('postgres', "ALTER SYSTEM SET paidb.k8s_token_file = '$dir'");
+	$node->reload;
+	ok(poll($node, "SELECT current_setting('paidb.k8s_token_file') = '$dir'"),
+		'paidb.k8s_token_file names a directory');
+	submit($node, job_request('notoken1'));
+	ok(wait_log($node, qr/WARNING:  could not read token file "\Q$dir\E": Is a directory/, $off),
+		'a WARNING names the token file and says why it cannot be read');
+	ok(wait_until(sub { sync_status()->{last_error} =~ /notoken1: HTTP 401 Unauthorized/ }),
+		'status() shows the request refused without a token (401)')
+	  or diag(sync_status()->{last_error});
+	my $st = sync_status();
+	cmp_ok($st->{errors}, '>', $st0->{errors}, 'and counts it');
+	is($node->safe_psql('postgres', "SELECT state FROM paidb.framework WHERE name = 'notoken1'"), 'WAITING',
+		'the job waits (401 is retried, not a permanent failure)');
+	is($st->{pid}, $st0->{pid}, 'the sync worker did not exit');
+
+	$node->safe_psql('postgres', 'ALTER SYSTEM RESET paidb.k8s_token_file');
+	$node->reload;
+	is(job_final('notoken1'), 'SUCCEEDED 0', 'with the token file back the job goes through');
+	my $log = log_since($node, $off);
+	is(PaidbTest::worker_exits($node, $_, $off), 0, "no \"paidb $_ exited\" line in the log")
+	  for ('sync', 'framework watcher', 'event watcher');
+	unlike($log, qr/\Q$token\E/, 'the token is in no log line');
+	unlike(query($node, q{SELECT string_agg(coalesce(last_error, ''), ' ') FROM paidb.status()}),
+		qr/\Q$token\E/, 'nor in status()');
 }
 
 is(join("\n", crash_lines($node)), '', 'no process crashed');

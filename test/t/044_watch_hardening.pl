@@ -7,11 +7,16 @@
 # name are skipped with a WARNING and counted, without restarting the watch;
 # an object over paidb.max_object_bytes is skipped by name, by the watch and
 # by a LIST, while the watch goes on past it and the watcher's memory stays
-# bounded; and a server that answers every watch with 410 is listed with a
-# backoff, not hundreds of times a second.
+# bounded, and so is an event whose taskRoleStatusesCompressed inflates
+# beyond it (a gzip bomb); a server that answers every watch with 410 is
+# listed with a backoff, not hundreds of times a second; and a new API
+# server (paidb.k8s_api_server by reload) is a first run like a new
+# namespace.
 use strict;
 use warnings;
+use IO::Compress::Gzip qw(gzip $GzipError);
 use JSON::PP;
+use MIME::Base64 qw(encode_base64);
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
@@ -28,21 +33,22 @@ my $node = PaidbTest::start_node('watch_hardening', $fake, retain_mode => 'off',
 my $FW = '/apis/frameworkcontroller.microsoft.com/v1/namespaces';
 
 # Create a framework directly in the API server (not through paidb), running
-# until stopped; returns the HTTP status.
+# until stopped; returns the HTTP status.  Options: spec_filler, fake (another
+# API server than $fake).
 sub create_direct
 {
 	my ($ns, $name, %o) = @_;
 	my $fw = bare_framework($name, annotations => { 'kube-fake/run-seconds' => 'inf' });
 	$fw->{spec}{filler} = $o{spec_filler} if defined $o{spec_filler};
-	my ($code) = $fake->api(POST => "$FW/$ns/frameworks", $fw);
+	my ($code) = ($o{fake} // $fake)->api(POST => "$FW/$ns/frameworks", $fw);
 	return $code;
 }
 
-# Whether a framework exists in the API server.
+# Whether a framework exists in the API server ($fake, or the one given).
 sub exists_direct
 {
-	my ($ns, $name) = @_;
-	my ($code) = $fake->api(GET => "$FW/$ns/frameworks/$name");
+	my ($ns, $name, $server) = @_;
+	my ($code) = ($server // $fake)->api(GET => "$FW/$ns/frameworks/$name");
 	return $code == 200;
 }
 
@@ -239,6 +245,47 @@ my $mem_factor = $ENV{PAIDB_TEST_MEMORY_FACTOR} // 1;
 	$fake->api(DELETE => "$FW/nsc/frameworks/hugejob");
 }
 
+# ---- 5b. a gzip bomb in taskRoleStatusesCompressed is refused like an oversized object
+{
+	# 16 MB of JSON (an empty array padded with blanks) in 16 kB of gzip,
+	# base64 as FrameworkController sends it; the limit is still 1 MB
+	my $json_text = '[' . (' ' x (16 * 1024 * 1024)) . ']';
+	my $gz;
+	gzip(\$json_text => \$gz, -Level => 9) or die "gzip: $GzipError";
+	my $bomb = encode_base64($gz, '');
+	cmp_ok(length($bomb), '<', 64 * 1024, 'the bomb is small (' . length($bomb) . ' bytes of base64)');
+
+	my ($rc, $out, $err) = $node->psql('postgres',
+		qq{SELECT paidb.decompress_snapshot('{"status": {"attemptStatus": {"taskRoleStatusesCompressed": "$bomb"}}}')});
+	like($err, qr/taskRoleStatusesCompressed decompresses to more than paidb.max_object_bytes \(1048576 bytes\)/,
+		'decompress_snapshot refuses to inflate it beyond paidb.max_object_bytes');
+
+	# a MODIFIED event of a running job whose statuses are the bomb
+	my ($code, $obj) = $fake->api(GET => "$FW/nsc/frameworks/nscjob1");
+	is($code, 200, 'nscjob1 is read from the API server');
+	$obj->{status}{attemptStatus}{taskRoleStatuses} = undef;
+	$obj->{status}{attemptStatus}{taskRoleStatusesCompressed} = $bomb;
+	my $errors = watcher_status()->{errors};
+	my $wpid2 = worker_pid($node, 'framework watcher');
+	$off = -s $node->logfile;
+	$fake->fault(verb => 'watch', resource => 'frameworks', action => 'body', count => 1,
+		body => encode_json({ type => 'MODIFIED', object => $obj }) . "\n");
+	$fake->cut_watches('end', 'frameworks');
+	ok(wait_log($node, qr/WARNING:  paidb framework watcher skipped the MODIFIED event of "nscjob1": taskRoleStatusesCompressed decompresses to more than paidb.max_object_bytes/, $off),
+		'the event is skipped with a WARNING naming the framework');
+	my $st = watcher_status();
+	cmp_ok($st->{errors}, '>', $errors, 'counted in status()');
+	like($st->{last_error}, qr/"nscjob1": taskRoleStatusesCompressed decompresses to more than/,
+		'status() says which object and why');
+	ok(poll($node, q{SELECT state = 'watching' FROM paidb.status() WHERE worker = 'framework watcher'}),
+		'the watcher watches on');
+	is(worker_pid($node, 'framework watcher'), $wpid2, 'the framework watcher did not restart');
+	is(query($node, q{SELECT count(*) FROM paidb.framework WHERE name = 'nscjob1'
+	                    AND snapshot->'status'->'attemptStatus' ? 'taskRoleStatusesCompressed'}), '0',
+		'nothing of the bomb was stored');
+	ok(poll($node, $kept), 'the job is untouched');
+}
+
 # ---- 6. every watch answered with 410: LISTs back off
 {
 	$fake->fault(verb => 'watch', resource => 'frameworks', status => 410, inStream => 'true', count => -1);
@@ -254,6 +301,45 @@ my $mem_factor = $ENV{PAIDB_TEST_MEMORY_FACTOR} // 1;
 	$fake->clear_faults;
 	ok(poll($node, q{SELECT state = 'watching' FROM paidb.status() WHERE worker = 'framework watcher'}),
 		'the watcher watches again once the server is sane');
+}
+
+# ---- 7. a new API server by reload is a first run: imported, not deleted
+# (SPEC §8: the import belongs to the target, API server URL and namespace;
+# retain mode is off, so an orphan would be deleted)
+{
+	my $fake2 = PaidbTest::start_fake(args => [ '--namespace', 'nsc' ]);
+	for my $n (1 .. 2)
+	{
+		is(create_direct('nsc', "srvjob$n", fake => $fake2), 201,
+			"framework srvjob$n is created in the second API server");
+	}
+	$off = -s $node->logfile;
+	my $url2 = $fake2->url;
+	$node->safe_psql('postgres', "ALTER SYSTEM SET paidb.k8s_api_server = '$url2'");
+	$node->reload;
+	ok(poll($node, "SELECT current_setting('paidb.k8s_api_server') = '$url2'"), 'paidb.k8s_api_server is the second fake');
+	ok(poll($node, q{SELECT count(*) = 2 AND bool_and(request_synced) AND bool_and(namespace = 'nsc')
+	            FROM paidb.framework WHERE name LIKE 'srvjob%'}),
+		'after a reload to another API server its frameworks are imported as synced jobs');
+	ok(wait_log($node, qr/framework watcher: the API server or namespace changed, listing frameworks again/, $off),
+		'the watcher noticed the new API server');
+	ok(wait_log($node, qr/importing existing frameworks/, $off), 'and imports its frameworks');
+	ok(poll($node, q{SELECT count(*) = 2 FROM paidb.framework WHERE name LIKE 'srvjob%' AND state = 'RUNNING'}),
+		'the imported jobs follow the new API server (RUNNING)');
+	ok($fake2->wait_for_watches(2, $PaidbTest::WAIT), 'both watchers watch the new API server');
+	# the sync worker works on against the new API server before we look
+	# for deletes (an orphan would have been deleted by now)
+	my $name = job_name('bob', 'after-switch');
+	submit($node, job_request($name, run_seconds => 'inf'));
+	ok(poll($node, "SELECT state = 'RUNNING' AND request_synced FROM paidb.framework WHERE name = '$name'"),
+		'a job submitted after the switch runs in the new API server');
+	ok(exists_direct('nsc', $name, $fake2), 'it was created there');
+	is(query($node, q{SELECT count(*) FROM paidb.orphan WHERE name LIKE 'srvjob%'}), '0',
+		'no framework of the new API server was taken for an orphan');
+	is($fake2->counters->{requests}{'delete frameworks'} // 0, 0, 'no framework was deleted in it');
+	ok(exists_direct('nsc', 'srvjob1', $fake2) && exists_direct('nsc', 'srvjob2', $fake2),
+		'its frameworks are still there');
+	$fake2->stop;
 }
 
 # ---- no crash, no restart of a worker
