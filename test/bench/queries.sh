@@ -5,8 +5,9 @@
 #   1. PAIDB_BENCH_JOBS (default 1,000,000) realistic jobs, built set-based
 #      (queries_data.sql) in a database at paidb 0.1, then ALTER EXTENSION
 #      paidb UPDATE (which builds the job list and counts from them: timed);
-#      the same jobs copied into OpenPAI's own schema (openpai_schema.sql:
-#      its Sequelize models' tables and indexes, TEXT snapshots);
+#      the same jobs copied into OpenPAI's own schema (its Sequelize models'
+#      tables and indexes, TEXT snapshots: test/t/data/openpai-tables.sql,
+#      the dump the migration test loads, without its schema name);
 #   2. every job-list shape of rest-server (queries_shapes.sql, the SQL
 #      Sequelize 5.21.3 emits) through the openpai views, on paidb's own
 #      tables, and on OpenPAI's schema: p50/p99 side by side, with the
@@ -50,7 +51,11 @@ paidb_start_pg "$W/pg" "$PORT" "shared_preload_libraries = 'paidb'" "paidb.enabl
     "effective_cache_size = '8GB'" "max_connections = 50" || exit 1
 export PGHOST=127.0.0.1 PGPORT=$PORT PGUSER=postgres PGDATABASE=jobs
 PSQL="nice psql -X -q -v ON_ERROR_STOP=1"
-cp "$HERE"/*.sql "$W/" && chmod 644 "$W"/*.sql
+cp "$HERE"/*.sql "$W/" || exit 1
+# OpenPAI's tables in whatever schema is first on search_path
+sed -e '/^CREATE SCHEMA opai;$/d' -e "/set_config('search_path'/d" -e 's/\bopai\.//g' \
+    "$ROOT/test/t/data/openpai-tables.sql" > "$W/openpai_schema.sql" || exit 1
+chmod 644 "$W"/*.sql
 
 ms_since() { echo $(( ($(date +%s%N) - $1) / 1000000 )); }
 
