@@ -20,8 +20,8 @@ node "$HERE/make-openpai-db.js" --schema opai --jobs 0 --drop --quiet
 -- create them: Sequelize 5.21.3's sync(), dumped with pg_dump -s.  Generated
 -- by test/openpai/make-openpai-tables-sql.sh; do not edit by hand
 -- (test/openpai/test/fixture-ddl.test.js compares it with sync()).  Used by
--- test/t/060_openpai_migration.pl and test/bench/openpai_import_bench.sh,
--- which renames the schema with sed.
+-- test/t/060_openpai_migration.pl, and by test/bench/openpai_import_bench.sh
+-- and test/bench/queries.sh, which rename the schema with sed.
 HEAD
     # \restrict carries a random key and needs psql 15.14+; the version lines vary.
     pg_dump -s -n opai --no-owner --no-privileges |

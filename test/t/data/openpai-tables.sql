@@ -3,8 +3,8 @@
 -- create them: Sequelize 5.21.3's sync(), dumped with pg_dump -s.  Generated
 -- by test/openpai/make-openpai-tables-sql.sh; do not edit by hand
 -- (test/openpai/test/fixture-ddl.test.js compares it with sync()).  Used by
--- test/t/060_openpai_migration.pl and test/bench/openpai_import_bench.sh,
--- which renames the schema with sed.
+-- test/t/060_openpai_migration.pl, and by test/bench/openpai_import_bench.sh
+-- and test/bench/queries.sh, which rename the schema with sed.
 --
 -- PostgreSQL database dump
 --
