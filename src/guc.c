@@ -37,6 +37,7 @@ int			paidb_event_retention_s = 30 * 86400;
 int			paidb_retention_interval_ms = 60000;
 int			paidb_retention_batch_size = 100;
 bool		paidb_openpai_count_rewrite = true;
+bool		paidb_openpai_tag_rewrite = true;
 
 /* Define every paidb.* setting; called once from _PG_init. */
 void
@@ -174,6 +175,12 @@ paidb_define_gucs(void)
 							 "Only counts whose filter reads nothing but userName, virtualCluster, "
 							 "state, jobPriority and archived are rewritten; the result is the same.",
 							 &paidb_openpai_count_rewrite, true,
+							 PGC_USERSET, 0, NULL, NULL, NULL);
+
+	DefineCustomBoolVariable("paidb.openpai_tag_rewrite",
+							 "Drop the has-a-tag test Sequelize adds beside a tags IN through the openpai views.",
+							 "The IN already implies it; the result is the same.",
+							 &paidb_openpai_tag_rewrite, true,
 							 PGC_USERSET, 0, NULL, NULL, NULL);
 
 	MarkGUCPrefixReserved("paidb");

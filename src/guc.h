@@ -25,6 +25,7 @@ extern int	paidb_event_retention_s;
 extern int	paidb_retention_interval_ms;
 extern int	paidb_retention_batch_size;
 extern bool paidb_openpai_count_rewrite;
+extern bool paidb_openpai_tag_rewrite;
 
 extern void paidb_define_gucs(void);
 

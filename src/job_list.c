@@ -85,19 +85,24 @@ framework_attnums(Relation rel)
 	return cached_attnums;
 }
 
-/* The summary columns of a framework tuple as SPI arguments. */
+/*
+ * The summary columns of a framework tuple as SPI arguments.  The tuple is
+ * deformed once: the snapshot sits before most listed columns, and reading
+ * them one by one would walk past it again for each.
+ */
 static void
 summary_values(HeapTuple tuple, TupleDesc desc, const AttrNumber *attnums,
 			   Datum *values, char *nulls)
 {
+	Datum	   *all = palloc(desc->natts * sizeof(Datum));
+	bool	   *allnull = palloc(desc->natts * sizeof(bool));
 	int			i;
 
+	heap_deform_tuple(tuple, desc, all, allnull);
 	for (i = 0; i < (int) NSUMMARY; i++)
 	{
-		bool		isnull;
-
-		values[i] = heap_getattr(tuple, attnums[i], desc, &isnull);
-		nulls[i] = isnull ? 'n' : ' ';
+		values[i] = all[attnums[i] - 1];
+		nulls[i] = allnull[attnums[i] - 1] ? 'n' : ' ';
 	}
 }
 

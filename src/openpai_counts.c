@@ -66,6 +66,7 @@
 
 #include "guc.h"
 #include "openpai_counts.h"
+#include "openpai_tags.h"
 
 /* the count key's columns in the openpai views (the names both views use) */
 static const char *const key_columns[] = {
@@ -322,72 +323,22 @@ rewrite_key_count(Query *query, CountTarget *t)
 	return true;
 }
 
-/* Whether var is column `column` of relation relid in query's range table. */
-static bool
-is_column_of(Node *node, Query *query, Oid relid, const char *column)
-{
-	Var		   *var;
-	RangeTblEntry *rte;
-	char	   *attname;
-
-	if (node == NULL || !IsA(node, Var))
-		return false;
-	var = (Var *) node;
-	if (var->varlevelsup != 0 || var->varattno <= 0 || var->varno < 1 ||
-		var->varno > list_length(query->rtable))
-		return false;
-	rte = rt_fetch(var->varno, query->rtable);
-	if (rte->rtekind != RTE_RELATION || rte->relid != relid)
-		return false;
-	attname = get_attname(relid, var->varattno, true);
-	return attname != NULL && strcmp(attname, column) == 0;
-}
-
 /*
  * If arm is `"name" NOT IN (SELECT "frameworkName" FROM openpai.tags ...)`,
- * uncorrelated, with no volatile function and nothing that could add a NULL
- * to the set (no join, grouping, set operation, limit): its IN sub-link.
+ * uncorrelated, with nothing that could add a NULL to the set: its IN
+ * sub-link.
  */
 static SubLink *
 tags_not_in(Node *arm, Query *outer, CountTarget *t)
 {
 	BoolExpr   *not;
-	SubLink    *sub;
-	OpExpr	   *eq;
-	Query	   *sel;
-	TargetEntry *te;
 
 	if (!IsA(arm, BoolExpr) || ((BoolExpr *) arm)->boolop != NOT_EXPR)
 		return NULL;
 	not = (BoolExpr *) arm;
-	if (list_length(not->args) != 1 || !IsA(linitial(not->args), SubLink))
+	if (list_length(not->args) != 1)
 		return NULL;
-	sub = linitial_node(SubLink, not->args);
-	if (sub->subLinkType != ANY_SUBLINK || sub->testexpr == NULL || !IsA(sub->testexpr, OpExpr) ||
-		!IsA(sub->subselect, Query))
-		return NULL;
-	eq = (OpExpr *) sub->testexpr;
-	if (eq->opno != TextEqualOperator || list_length(eq->args) != 2 ||
-		!is_column_of(linitial(eq->args), outer, t->frameworks, "name") ||
-		!IsA(lsecond(eq->args), Param) ||
-		((Param *) lsecond(eq->args))->paramkind != PARAM_SUBLINK ||
-		((Param *) lsecond(eq->args))->paramid != 1)
-		return NULL;
-	sel = (Query *) sub->subselect;
-	if (sel->commandType != CMD_SELECT || sel->hasAggs || sel->hasWindowFuncs ||
-		sel->hasTargetSRFs || sel->hasRecursive || sel->hasModifyingCTE ||
-		sel->cteList != NIL || sel->groupClause != NIL || sel->groupingSets != NIL ||
-		sel->havingQual != NULL || sel->setOperations != NULL ||
-		sel->limitCount != NULL || sel->limitOffset != NULL ||
-		list_length(sel->rtable) != 1 || list_length(sel->targetList) != 1 ||
-		sel->jointree == NULL || list_length(sel->jointree->fromlist) != 1 ||
-		!IsA(linitial(sel->jointree->fromlist), RangeTblRef))
-		return NULL;
-	te = linitial_node(TargetEntry, sel->targetList);
-	if (te->resjunk || !is_column_of((Node *) te->expr, sel, t->tags, "frameworkName") ||
-		contain_vars_of_level((Node *) sel, 1) || contain_volatile_functions((Node *) sel))
-		return NULL;
-	return sub;
+	return paidb_tags_in_sublink(linitial(not->args), outer, t->frameworks, t->tags);
 }
 
 /* An uncorrelated scalar sub-select of query. */
@@ -485,8 +436,12 @@ counts_post_parse_analyze(ParseState *pstate, Query *query, JumbleState *jstate)
 {
 	if (prev_post_parse_analyze)
 		prev_post_parse_analyze(pstate, query, jstate);
-	if (paidb_openpai_count_rewrite && !IsBinaryUpgrade && is_count_shape(query))
+	if (IsBinaryUpgrade)
+		return;
+	if (paidb_openpai_count_rewrite && is_count_shape(query))
 		rewrite_count(query);
+	if (paidb_openpai_tag_rewrite)
+		paidb_openpai_drop_implied_tag_tests(query);
 }
 
 void

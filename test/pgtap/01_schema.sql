@@ -3,8 +3,9 @@ BEGIN;
 SET client_min_messages = warning;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 DROP EXTENSION IF EXISTS paidb CASCADE;
+CREATE EXTENSION IF NOT EXISTS pg_trgm;
 CREATE EXTENSION paidb;
-SELECT plan(57);
+SELECT plan(59);
 
 SELECT has_schema('paidb');
 SELECT tables_are('paidb', ARRAY['framework', 'framework_history', 'task_history', 'pod',
@@ -62,6 +63,18 @@ SELECT matches((SELECT pg_get_indexdef('paidb.framework_needs_sync_idx'::regclas
                'WHERE \(\(NOT api_server_deleted\) AND \(\(NOT request_synced\) OR \(sub_state = ''Completed''::text\)\)\)',
                'the partial index covers exactly the rows needing sync');
 SELECT has_index('paidb', 'job_summary', 'job_summary_submission_time_idx', 'jobs are listed by submission time');
+-- keyword search: a trigram index per searched column, each with a small
+-- GIN pending list (every search reads the whole list)
+SELECT set_eq($$SELECT c.relname::text FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+                JOIN pg_am a ON a.oid = c.relam
+               WHERE i.indrelid = 'paidb.job_summary'::regclass AND a.amname = 'gin'$$,
+              ARRAY['job_summary_user_name_trgm_idx', 'job_summary_job_name_trgm_idx',
+                    'job_summary_virtual_cluster_trgm_idx'],
+              'with pg_trgm installed, user, job and virtual cluster names have trigram indexes');
+SELECT is((SELECT count(*)::int FROM pg_class c JOIN pg_index i ON i.indexrelid = c.oid
+            WHERE i.indrelid = 'paidb.job_summary'::regclass
+              AND c.reloptions @> ARRAY['gin_pending_list_limit=512']), 3,
+          'each trigram index keeps its pending list under 512 kB');
 SELECT has_index('paidb', 'framework_history', 'framework_history_framework_name_idx', 'history is found by framework');
 SELECT has_index('paidb', 'framework_event', 'framework_event_framework_name_idx', 'events are found by framework');
 

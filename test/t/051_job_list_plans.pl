@@ -4,7 +4,9 @@
 #
 #   * no plan reads paidb.framework: the view's LEFT JOIN on its primary
 #     key is removed, so lists and counts never touch the wide rows;
-#   * no page query scans paidb.job_summary sequentially;
+#   * no page query scans paidb.job_summary sequentially, and a
+#     tagsContain page runs no has-a-tag sub-plan per job (the IN beside
+#     it implies it: src/openpai_tags.c);
 #   * a count whose filter reads only the count key (user, VC, state,
 #     priority) is answered from the counts (src/openpai_counts.c); one
 #     that also excludes tags (NOT IN) from the counts less the tagged
@@ -79,6 +81,16 @@ for my $s (@shapes)
 		my @seq = grep { $_->[0] eq 'Seq Scan' && $_->[1] eq 'job_summary' } @$scans;
 		is(scalar(@seq), 0, "$name scans no job list sequentially")
 		  or diag(join(', ', map { "$_->[0] on $_->[1]" } @$scans));
+		# tagsContain: the has-a-tag test beside the IN is dropped
+		# (src/openpai_tags.c), so no sub-plan runs per walked job
+		if ($sql =~ /\) IS NOT NULL/)
+		{
+			my $text = $node->safe_psql('postgres', "SET search_path = openpai; EXPLAIN (COSTS OFF) $sql");
+			unlike($text, qr/SubPlan \d+\) IS NOT NULL/, "$name runs no has-a-tag sub-plan per job");
+			my $kept = $node->safe_psql('postgres', "SET paidb.openpai_tag_rewrite = off;
+				SET search_path = openpai; EXPLAIN (COSTS OFF) $sql");
+			like($kept, qr/SubPlan \d+\) IS NOT NULL/, "$name has that sub-plan without the rewrite");
+		}
 	}
 	else
 	{

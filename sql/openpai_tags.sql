@@ -1,0 +1,107 @@
+-- rest-server's tagsContain pages through openpai.frameworks (SPEC §10,
+-- docs/queries.md): the has-a-tag test Sequelize adds beside the tags IN
+-- is dropped where the IN implies it, and only there; every page returns
+-- the same rows either way.
+SET client_min_messages = warning;
+DROP EXTENSION IF EXISTS paidb_openpai;
+DROP EXTENSION IF EXISTS paidb CASCADE;
+RESET client_min_messages;
+CREATE EXTENSION paidb;
+CREATE EXTENSION paidb_openpai;
+SET search_path = openpai, public;
+
+-- 30 jobs of 3 users; tags: t on every third, u on every fifth (some
+-- carry both), v on c7 only, none on the rest
+CREATE FUNCTION pg_temp.submit(n text, u text, minute int) RETURNS text LANGUAGE sql AS $$
+SELECT name FROM paidb.put_framework_request(jsonb_build_object(
+  'apiVersion', 'frameworkcontroller.microsoft.com/v1', 'kind', 'Framework',
+  'metadata', jsonb_build_object('name', n, 'labels', jsonb_build_object('userName', u, 'virtualCluster', 'default'),
+     'annotations', jsonb_build_object('jobName', n || '-job')),
+  'spec', jsonb_build_object('executionType', 'Start')), '2020-08-01 10:00:00+00'::timestamptz + minute * interval '1 minute')
+$$;
+SELECT count(pg_temp.submit('c' || i, 'u' || (i % 3), i)) FROM generate_series(1, 30) i;
+INSERT INTO paidb.tag (framework_name, name)
+SELECT 'c' || i, 't' FROM generate_series(1, 30) i WHERE i % 3 = 0
+UNION ALL SELECT 'c' || i, 'u' FROM generate_series(1, 30) i WHERE i % 5 = 0
+UNION ALL SELECT 'c7', 'v';
+
+-- Whether the plan still tests the correlated sub-select (IS NOT NULL, or
+-- IS NULL), and whether the page is the same with and without the
+-- rewrite.
+CREATE FUNCTION pg_temp.tests_some_tag(q text) RETURNS boolean LANGUAGE plpgsql AS $$
+DECLARE line text; plan text := '';
+BEGIN
+    FOR line IN EXECUTE 'EXPLAIN (COSTS OFF) ' || q LOOP plan := plan || line || E'\n'; END LOOP;
+    RETURN plan ~ 'SubPlan \d+\) IS (NOT )?NULL';
+END $$;
+CREATE FUNCTION pg_temp.paged(q text, OUT kept boolean, OUT same boolean, OUT names text)
+LANGUAGE plpgsql AS $$
+DECLARE without text;
+BEGIN
+    PERFORM set_config('paidb.openpai_tag_rewrite', 'on', true);
+    kept := pg_temp.tests_some_tag(q);
+    EXECUTE 'SELECT string_agg(name, '','' ORDER BY ord) FROM (SELECT name, row_number() OVER () AS ord FROM ('
+            || q || ') p) o' INTO names;
+    PERFORM set_config('paidb.openpai_tag_rewrite', 'off', true);
+    EXECUTE 'SELECT string_agg(name, '','' ORDER BY ord) FROM (SELECT name, row_number() OVER () AS ord FROM ('
+            || q || ') p) o' INTO without;
+    PERFORM set_config('paidb.openpai_tag_rewrite', 'on', true);
+    same := names IS NOT DISTINCT FROM without;
+END $$;
+
+CREATE TEMP TABLE pages (id int, q text);
+INSERT INTO pages VALUES
+-- rest-server's tagsContain page, as Sequelize 5.21.3 writes it: dropped
+ (1, $q$SELECT "framework".*, "tags"."uid" AS "tags.uid", "tags"."name" AS "tags.name" FROM (SELECT "framework"."name", "framework"."jobName", "framework"."submissionTime" FROM "frameworks" AS "framework" WHERE "framework"."name" IN (SELECT "frameworkName" FROM "tags" WHERE "tags"."name" IN ('t')) AND ( SELECT "frameworkName" FROM "tags" AS "tags" WHERE ("tags"."frameworkName" = "framework"."name") LIMIT 1 ) IS NOT NULL ORDER BY "framework"."submissionTime" DESC LIMIT 5 OFFSET 0) AS "framework" INNER JOIN "tags" AS "tags" ON "framework"."name" = "tags"."frameworkName" ORDER BY "framework"."submissionTime" DESC, "tags"."name"$q$),
+-- with a user and two tags, and on page 2
+ (2, $q$SELECT "framework".*, "tags"."name" AS "tags.name" FROM (SELECT "framework"."name", "framework"."submissionTime" FROM "frameworks" AS "framework" WHERE "framework"."userName" IN ('u0') AND "framework"."name" IN (SELECT "frameworkName" FROM "tags" WHERE "tags"."name" IN ('t', 'u')) AND ( SELECT "frameworkName" FROM "tags" AS "tags" WHERE ("tags"."frameworkName" = "framework"."name") LIMIT 1 ) IS NOT NULL ORDER BY "framework"."submissionTime" DESC LIMIT 3 OFFSET 3) AS "framework" INNER JOIN "tags" AS "tags" ON "framework"."name" = "tags"."frameworkName" ORDER BY "framework"."submissionTime" DESC, "tags"."name"$q$),
+-- the same tests alone, either order, the equality either way round: dropped
+ (3, $q$SELECT name FROM frameworks f WHERE (SELECT "frameworkName" FROM tags WHERE f.name = "frameworkName" LIMIT 2) IS NOT NULL AND name IN (SELECT "frameworkName" FROM tags WHERE tags.name = 'v') ORDER BY name$q$),
+-- a tag that no job carries: dropped, and the page is empty
+ (4, $q$SELECT name FROM frameworks f WHERE name IN (SELECT "frameworkName" FROM tags WHERE tags.name = 'nobody') AND (SELECT "frameworkName" FROM tags WHERE "frameworkName" = f.name LIMIT 1) IS NOT NULL$q$),
+-- tests the IN does not imply: kept
+-- the sub-select asks for a particular tag
+ (5, $q$SELECT name FROM frameworks f WHERE name IN (SELECT "frameworkName" FROM tags WHERE tags.name = 't') AND (SELECT "frameworkName" FROM tags WHERE "frameworkName" = f.name AND tags.name = 'u' LIMIT 1) IS NOT NULL ORDER BY name$q$),
+-- LIMIT 0 (never a row) and an OFFSET (skips the only row)
+ (6, $q$SELECT name FROM frameworks f WHERE name IN (SELECT "frameworkName" FROM tags WHERE tags.name = 't') AND (SELECT "frameworkName" FROM tags WHERE "frameworkName" = f.name LIMIT 0) IS NOT NULL ORDER BY name$q$),
+ (7, $q$SELECT name FROM frameworks f WHERE name IN (SELECT "frameworkName" FROM tags WHERE tags.name = 'v') AND (SELECT "frameworkName" FROM tags WHERE "frameworkName" = f.name ORDER BY name LIMIT 1 OFFSET 1) IS NOT NULL ORDER BY name$q$),
+-- IS NULL, and the IN under an OR or a NOT (not beside the test)
+ (8, $q$SELECT name FROM frameworks f WHERE name IN (SELECT "frameworkName" FROM tags WHERE tags.name = 't') AND (SELECT "frameworkName" FROM tags WHERE "frameworkName" = f.name LIMIT 1) IS NULL ORDER BY name$q$),
+ (9, $q$SELECT name FROM frameworks f WHERE (name IN (SELECT "frameworkName" FROM tags WHERE tags.name = 'v') OR "userName" = 'u1') AND (SELECT "frameworkName" FROM tags WHERE "frameworkName" = f.name LIMIT 1) IS NOT NULL ORDER BY name$q$),
+ (10, $q$SELECT name FROM frameworks f WHERE name NOT IN (SELECT "frameworkName" FROM tags WHERE tags.name = 't') AND (SELECT "frameworkName" FROM tags WHERE "frameworkName" = f.name LIMIT 1) IS NOT NULL ORDER BY name$q$),
+-- another job than the IN's: the other side of a self-join
+ (11, $q$SELECT f.name FROM frameworks f JOIN frameworks g ON g."jobName" = f."jobName" WHERE f.name IN (SELECT "frameworkName" FROM tags WHERE tags.name = 't') AND (SELECT "frameworkName" FROM tags WHERE "frameworkName" = g.name LIMIT 1) IS NOT NULL ORDER BY 1$q$),
+-- another column: the test is on the job name
+ (12, $q$SELECT name FROM frameworks f WHERE name IN (SELECT "frameworkName" FROM tags WHERE tags.name = 't') AND (SELECT "frameworkName" FROM tags WHERE "frameworkName" = f."jobName" LIMIT 1) IS NOT NULL ORDER BY name$q$),
+-- the IN reads another relation, or has a LIMIT, or the test reads uid
+ (13, $q$SELECT name FROM frameworks f WHERE name IN (SELECT name FROM frameworks WHERE "userName" = 'u1') AND (SELECT "frameworkName" FROM tags WHERE "frameworkName" = f.name LIMIT 1) IS NOT NULL ORDER BY name$q$),
+ (14, $q$SELECT name FROM frameworks f WHERE name IN (SELECT "frameworkName" FROM tags WHERE tags.name = 't' LIMIT 2) AND (SELECT "frameworkName" FROM tags WHERE "frameworkName" = f.name LIMIT 1) IS NOT NULL ORDER BY name$q$),
+ (15, $q$SELECT name FROM frameworks f WHERE name IN (SELECT "frameworkName" FROM tags WHERE tags.name = 't') AND (SELECT uid FROM tags WHERE "frameworkName" = f.name LIMIT 1) IS NOT NULL ORDER BY name$q$),
+-- paidb's own tables, not the views: left alone
+ (16, $q$SELECT name FROM paidb.job_summary s WHERE name IN (SELECT framework_name FROM paidb.tag WHERE tag.name = 't') AND (SELECT framework_name FROM paidb.tag WHERE framework_name = s.name LIMIT 1) IS NOT NULL ORDER BY name$q$);
+
+SELECT id, (pg_temp.paged(q)).* FROM pages ORDER BY id;
+
+-- the rewrite needs no privilege the query did not: a role that may not
+-- read the tags gets the same error either way
+CREATE ROLE paidb_tags_nobody;
+GRANT USAGE ON SCHEMA openpai TO paidb_tags_nobody;
+GRANT SELECT ON openpai.frameworks TO paidb_tags_nobody;
+SET ROLE paidb_tags_nobody;
+SELECT name FROM frameworks f WHERE name IN (SELECT "frameworkName" FROM tags WHERE tags.name = 't') AND (SELECT "frameworkName" FROM tags WHERE "frameworkName" = f.name LIMIT 1) IS NOT NULL;
+SET paidb.openpai_tag_rewrite = off;
+SELECT name FROM frameworks f WHERE name IN (SELECT "frameworkName" FROM tags WHERE tags.name = 't') AND (SELECT "frameworkName" FROM tags WHERE "frameworkName" = f.name LIMIT 1) IS NOT NULL;
+RESET paidb.openpai_tag_rewrite;
+RESET ROLE;
+REVOKE ALL ON SCHEMA openpai FROM paidb_tags_nobody;
+REVOKE ALL ON openpai.frameworks FROM paidb_tags_nobody;
+DROP ROLE paidb_tags_nobody;
+
+-- a prepared page keeps the form it was analyzed in; a tag added later is
+-- seen by both forms
+PREPARE tagged(text) AS SELECT name FROM frameworks f WHERE name IN (SELECT "frameworkName" FROM tags WHERE tags.name = $1) AND (SELECT "frameworkName" FROM tags WHERE "frameworkName" = f.name LIMIT 1) IS NOT NULL ORDER BY name;
+EXECUTE tagged('v');
+INSERT INTO paidb.tag (framework_name, name) VALUES ('c8', 'v');
+EXECUTE tagged('v');
+SELECT pg_temp.tests_some_tag('EXECUTE tagged(''v'')') AS kept;
+DEALLOCATE tagged;
