@@ -5,7 +5,7 @@ CREATE EXTENSION IF NOT EXISTS pgtap;
 DROP EXTENSION IF EXISTS paidb CASCADE;
 CREATE EXTENSION IF NOT EXISTS pg_trgm;
 CREATE EXTENSION paidb;
-SELECT plan(59);
+SELECT plan(60);
 
 SELECT has_schema('paidb');
 SELECT tables_are('paidb', ARRAY['framework', 'framework_history', 'task_history', 'pod',
@@ -63,6 +63,8 @@ SELECT matches((SELECT pg_get_indexdef('paidb.framework_needs_sync_idx'::regclas
                'WHERE \(\(NOT api_server_deleted\) AND \(\(NOT request_synced\) OR \(sub_state = ''Completed''::text\)\)\)',
                'the partial index covers exactly the rows needing sync');
 SELECT has_index('paidb', 'job_summary', 'job_summary_submission_time_idx', 'jobs are listed by submission time');
+SELECT is((SELECT reloptions FROM pg_class WHERE oid = 'paidb.job_summary'::regclass),
+          ARRAY['parallel_workers=0'], 'the job list is never scanned in parallel (pages pay the start-up)');
 -- keyword search: a trigram index per searched column, each with a small
 -- GIN pending list (every search reads the whole list)
 SELECT set_eq($$SELECT c.relname::text FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
