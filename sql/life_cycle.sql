@@ -74,6 +74,44 @@ SELECT * FROM pg_temp.count_errors;
 SELECT name, source FROM pg_temp.summary_errors;
 SELECT paidb.compact_job_counts() AS folded_again;
 
+-- Each listed column changed alone by a plain UPDATE (no FOR UPDATE first),
+-- a change back, a NULL and a status-only update: the list follows, and only
+-- key changes add count deltas
+CREATE TEMP TABLE col_updates (col text, val text);
+INSERT INTO col_updates VALUES
+ ('job_name', '''renamed'''), ('user_name', '''dave'''), ('execution_type', '''Stop'''),
+ ('submission_time', '''2020-01-01 00:00:00+00'''), ('creation_time', 'now()'), ('launch_time', 'now()'),
+ ('virtual_cluster', '''vc3'''), ('total_gpu_number', '7'), ('total_task_number', '9'),
+ ('total_task_role_number', '2'), ('job_priority', '''low'''), ('retries', '3'), ('retry_delay_time', '5'),
+ ('platform_retries', '1'), ('resource_retries', '1'), ('user_retries', '1'),
+ ('completion_time', 'now()'), ('app_exit_code', '137'), ('sub_state', '''AttemptDeletionPending'''),
+ ('state', '''STOPPING'''), ('archived', 'true'), ('user_name', '''alice'''), ('job_name', 'NULL');
+CREATE FUNCTION pg_temp.update_each() RETURNS TABLE (col text, list_wrong bigint, counts_wrong bigint, deltas bigint)
+LANGUAGE plpgsql AS $$
+DECLARE u record; d0 bigint;
+BEGIN
+    FOR u IN SELECT * FROM col_updates LOOP
+        SELECT count(*) INTO d0 FROM paidb.job_count_delta;
+        EXECUTE format('UPDATE paidb.framework SET %I = %s WHERE name = %L', u.col, u.val, 'run2');
+        col := u.col;
+        SELECT count(*) INTO list_wrong FROM pg_temp.summary_errors;
+        SELECT count(*) INTO counts_wrong FROM pg_temp.count_errors;
+        SELECT count(*) - d0 INTO deltas FROM paidb.job_count_delta;
+        RETURN NEXT;
+    END LOOP;
+    UPDATE paidb.framework SET snapshot = snapshot || '{"x": 1}', updated_at = now() WHERE name = 'run2';
+    col := 'snapshot only';
+    SELECT count(*) INTO list_wrong FROM pg_temp.summary_errors;
+    SELECT count(*) INTO counts_wrong FROM pg_temp.count_errors;
+    SELECT count(*) - d0 INTO deltas FROM paidb.job_count_delta;
+    RETURN NEXT;
+END $$;
+BEGIN;
+SELECT * FROM pg_temp.update_each();
+ROLLBACK;
+SELECT * FROM pg_temp.count_errors;
+SELECT name, source FROM pg_temp.summary_errors;
+
 -- Archive: hides from the default listing, and nothing else changes
 CREATE TEMP TABLE before AS SELECT * FROM paidb.framework WHERE name = 'run1';
 SELECT paidb.archive_job('run1') AS changed, paidb.archive_job('run1') AS again;
