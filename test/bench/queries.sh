@@ -23,7 +23,8 @@
 # Run as root (servers run as postgres), niced.  PAIDB_BENCH_JOBS=100000 for
 # a quick try; BENCH_QUERY_RUNS (default 21) timed runs per shape on paidb,
 # BENCH_BASELINE_RUNS (default 5) on OpenPAI's schema; BENCH_SECONDS per
-# throughput run.
+# throughput run, BENCH_PAIRS alternated pairs of them; BENCH_KEEP=1 keeps
+# the data directory (~26 GB at a million jobs) after the run.
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -41,7 +42,8 @@ W=$(mktemp -d /tmp/paidb-qbench.XXXXXX)
 chmod 755 "$W"
 chown postgres "$W"
 PORT=$(paidb_free_port)
-trap 'paidb_stop_pg "$W/pg"' EXIT
+# a million jobs take ~26 GB: removed on exit unless BENCH_KEEP=1
+trap 'paidb_stop_pg "$W/pg"; [ "${BENCH_KEEP:-0}" = 1 ] || rm -rf "$W"' EXIT
 # fsync off (paidb_start_pg's default): we measure paidb's work, not the
 # disk; paidb preloaded as in production (its count rewrite needs the library
 # in every session), without workers
