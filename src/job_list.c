@@ -14,9 +14,10 @@
  * them cost apply_watch_event a seventh of its throughput, because the
  * executor rebuilds a WHEN's expression from its stored text for every
  * statement, and an AFTER trigger without one queues every update.  A
- * BEFORE trigger sees the row already locked (apply_watch_event and the
- * write merger lock it FOR UPDATE first) and whatever makes the update
- * fail afterwards rolls back its changes with it.
+ * BEFORE trigger sees the row locked (the executor locks it for the
+ * trigger when the writer has not, as apply_watch_event and the write
+ * merger have, with FOR UPDATE), and whatever makes the update fail
+ * afterwards rolls back the trigger's changes with it.
  */
 #include "postgres.h"
 
@@ -25,7 +26,6 @@
 #include "commands/trigger.h"
 #include "executor/spi.h"
 #include "fmgr.h"
-#include "utils/datum.h"
 #include "utils/timestamp.h"
 #include "utils/rel.h"
 
@@ -184,7 +184,7 @@ key_changed(const Datum *a, const char *an, const Datum *b, const char *bn)
 	return false;
 }
 
-/* Whether any listed column differs (the name, the key, never changes). */
+/* Whether any listed column differs (not the name: no writer changes it). */
 static bool
 summary_changed(const Datum *a, const char *an, const Datum *b, const char *bn)
 {
