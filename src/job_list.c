@@ -62,6 +62,11 @@ static SPIPlanPtr insert_plan = NULL;
 static SPIPlanPtr update_plan = NULL;
 static SPIPlanPtr delete_plan = NULL;
 static SPIPlanPtr delta_plan = NULL;
+static SPIPlanPtr tag_plan = NULL;
+
+/* The job columns each tag carries (paidb.tag.job_*), as summary columns. */
+#define SUMMARY_USER_NAME 2
+#define SUMMARY_SUBMISSION_TIME 4
 
 /* Attribute numbers of the summary columns in the trigger's relation. */
 static const AttrNumber *
@@ -203,7 +208,7 @@ prepare_plans(void)
 	Oid			delta_types[NKEY + 1];
 	int			i;
 
-	if (delta_plan != NULL)
+	if (tag_plan != NULL)
 		return;
 	for (i = 0; i < (int) NKEY; i++)
 		delta_types[i] = summary_types[count_key[i]];
@@ -227,6 +232,35 @@ prepare_plans(void)
 		"INSERT INTO paidb.job_count_delta (user_name, virtual_cluster, state, job_priority, archived, n) "
 		"VALUES ($1, $2, $3, $4, $5, $6)",
 		NKEY + 1, delta_types);
+	{
+		Oid			tag_types[3] = {TEXTOID, TIMESTAMPTZOID, TEXTOID};
+
+		tag_plan = paidb_prepare_kept(
+			"UPDATE paidb.tag SET job_submission_time = $2, job_user_name = $3 "
+			"WHERE framework_name OPERATOR(pg_catalog.=) $1",
+			3, tag_types);
+	}
+}
+
+/*
+ * The job's tags carry its submission time and user (for tag pages in
+ * submission order, sql/paidb--0.1--0.2.sql): copy them when they change.
+ * No writer changes them today; this keeps the copies exact if one does.
+ */
+static void
+update_tags(const Datum *values, const char *nulls)
+{
+	Datum		args[3];
+	char		argnulls[3];
+
+	args[0] = values[0];
+	argnulls[0] = nulls[0];
+	args[1] = values[SUMMARY_SUBMISSION_TIME];
+	argnulls[1] = nulls[SUMMARY_SUBMISSION_TIME];
+	args[2] = values[SUMMARY_USER_NAME];
+	argnulls[2] = nulls[SUMMARY_USER_NAME];
+	if (SPI_execute_plan(tag_plan, args, argnulls, false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "could not update the job's tags");
 }
 
 PG_FUNCTION_INFO_V1(paidb_framework_summary_trigger);
@@ -285,6 +319,9 @@ paidb_framework_summary_trigger(PG_FUNCTION_ARGS)
 			add_delta(oldv, oldn, -1);
 			add_delta(newv, newn, 1);
 		}
+		if (column_changed(SUMMARY_SUBMISSION_TIME, oldv, oldn, newv, newn) ||
+			column_changed(SUMMARY_USER_NAME, oldv, oldn, newv, newn))
+			update_tags(newv, newn);
 	}
 	else if (TRIGGER_FIRED_BY_DELETE(trigdata->tg_event))
 	{

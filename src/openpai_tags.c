@@ -23,6 +23,24 @@
  * returns a non-NULL value.  The result is the same rows; both tests read
  * one snapshot, and the IN that stays keeps every privilege check on
  * openpai.tags.
+ *
+ * Such a page in submission order (rest-server's default) still walks
+ * every job newest first and probes the tags for each: its cost grows with
+ * the recent jobs that lack the tag.  paidb.tag carries each tag's job
+ * submission time and user, indexed, so the IN becomes
+ *
+ *   ("name", "submissionTime"[, "userName"]) IN (SELECT framework_name,
+ *       job_submission_time[, job_user_name] FROM paidb.tag WHERE <the IN's>)
+ *
+ * which selects the same jobs: the tag row that satisfies the IN carries
+ * its job's time and user (kept by paidb), the time is never NULL, and the
+ * user is added only beside `"userName" = x`, which no job with a NULL user
+ * passes.  PostgreSQL makes the time (and user) one equivalence with the
+ * job's, so it walks the tag's index in the page's order and stops after a
+ * page of jobs.  The IN is replaced rather than joined by the new test: two
+ * semi-joins on the tags made the planner count the tag's selectivity
+ * twice, expect one row, and sort all the tag's jobs (30 ms instead of
+ * 0.2 at a million jobs).
  */
 #include "postgres.h"
 
@@ -32,11 +50,17 @@
 #include "catalog/pg_operator.h"
 #include "catalog/pg_type.h"
 #include "commands/extension.h"
+#include "access/table.h"
+#include "catalog/pg_namespace.h"
+#include "miscadmin.h"
 #include "nodes/makefuncs.h"
 #include "nodes/nodeFuncs.h"
 #include "optimizer/optimizer.h"
+#include "parser/parse_relation.h"
 #include "parser/parsetree.h"
+#include "utils/acl.h"
 #include "utils/lsyscache.h"
+#include "utils/rel.h"
 
 #include "openpai_tags.h"
 
@@ -47,7 +71,22 @@ typedef struct TagViews
 	bool		present;
 	Oid			frameworks;
 	Oid			tags;
+	Oid			tag_table;		/* paidb.tag with its job columns, or InvalidOid */
 } TagViews;
+
+/* The columns of openpai.tags and the paidb.tag columns they show. */
+static const struct
+{
+	const char *view;
+	const char *table;
+}			tag_columns[] =
+{
+	{"insertedAt", "inserted_at"},
+	{"uid", "uid"},
+	{"frameworkName", "framework_name"},
+	{"name", "name"},
+	{"updatedAt", "updated_at"}
+};
 
 bool
 paidb_is_column_of(Node *node, Query *query, Oid relid, const char *column)
@@ -215,6 +254,19 @@ resolve_views(TagViews *v)
 		getExtensionOfObject(RelationRelationId, v->tags) != ext)
 		return false;
 	v->present = true;
+	/* paidb.tag, if it carries the job columns (paidb 0.2) */
+	v->tag_table = InvalidOid;
+	nsp = get_namespace_oid("paidb", true);
+	if (OidIsValid(nsp))
+	{
+		Oid			tag = get_relname_relid("tag", nsp);
+
+		if (OidIsValid(tag) &&
+			getExtensionOfObject(RelationRelationId, tag) == get_extension_oid("paidb", true) &&
+			get_attnum(tag, "job_submission_time") != InvalidAttrNumber &&
+			get_attnum(tag, "job_user_name") != InvalidAttrNumber)
+			v->tag_table = tag;
+	}
 	return true;
 }
 
@@ -266,6 +318,314 @@ drop_in_query(Query *query, TagViews *v)
 		query->jointree->quals = (Node *) make_ands_explicit(kept);
 }
 
+
+/* Moving a tags IN's filter from openpai.tags onto paidb.tag. */
+typedef struct RemapContext
+{
+	Oid			view;
+	Oid			table;
+	bool		ok;
+	Bitmapset  *cols;			/* paidb.tag columns read */
+} RemapContext;
+
+static Node *
+remap_mutator(Node *node, RemapContext *cx)
+{
+	if (node == NULL || !cx->ok)
+		return node;
+	if (IsA(node, Var))
+	{
+		Var		   *var = (Var *) node;
+		char	   *attname;
+		AttrNumber	a = InvalidAttrNumber;
+		Oid			type;
+		int32		typmod;
+		Oid			coll;
+		Var		   *moved;
+		int			i;
+
+		if (var->varlevelsup != 0 || var->varno != 1 || var->varattno <= 0)
+		{
+			cx->ok = false;
+			return node;
+		}
+		attname = get_attname(cx->view, var->varattno, true);
+		for (i = 0; attname != NULL && i < (int) lengthof(tag_columns); i++)
+			if (strcmp(attname, tag_columns[i].view) == 0)
+				a = get_attnum(cx->table, tag_columns[i].table);
+		if (a == InvalidAttrNumber)
+		{
+			cx->ok = false;
+			return node;
+		}
+		get_atttypetypmodcoll(cx->table, a, &type, &typmod, &coll);
+		if (type != var->vartype || coll != var->varcollid)
+		{
+			cx->ok = false;
+			return node;
+		}
+		moved = copyObject(var);
+		moved->varattno = a;
+		moved->varattnosyn = a;
+		moved->varnosyn = 1;
+		cx->cols = bms_add_member(cx->cols, a - FirstLowInvalidHeapAttributeNumber);
+		return (Node *) moved;
+	}
+	if (IsA(node, Query) || IsA(node, SubLink) || IsA(node, Aggref) ||
+		IsA(node, WindowFunc) || IsA(node, PlaceHolderVar))
+	{
+		cx->ok = false;
+		return node;
+	}
+	return expression_tree_mutator(node, remap_mutator, (void *) cx);
+}
+
+/* The Var for column `column` of the frameworks view at varno, or NULL. */
+static Var *
+frameworks_column(Query *query, int varno, Oid frameworks, const char *column, Oid type)
+{
+	AttrNumber	a = get_attnum(frameworks, column);
+	RangeTblEntry *rte = rt_fetch(varno, query->rtable);
+	Oid			t;
+	int32		typmod;
+	Oid			coll;
+
+	if (a == InvalidAttrNumber)
+		return NULL;
+	get_atttypetypmodcoll(frameworks, a, &t, &typmod, &coll);
+	if (t != type)
+		return NULL;
+	/* the view's column privilege is checked as for any column read */
+	rte->selectedCols = bms_add_member(rte->selectedCols, a - FirstLowInvalidHeapAttributeNumber);
+	return makeVar(varno, a, t, typmod, coll, 0);
+}
+
+/* `lhs = <sub-select column resno>`, as parse analysis writes an IN's test. */
+static Expr *
+equals_column(Var *lhs, int resno, Oid opno)
+{
+	Param	   *param = makeNode(Param);
+	OpExpr	   *eq;
+
+	param->paramkind = PARAM_SUBLINK;
+	param->paramid = resno;
+	param->paramtype = lhs->vartype;
+	param->paramtypmod = lhs->vartypmod;
+	param->paramcollid = lhs->varcollid;
+	param->location = -1;
+	eq = (OpExpr *) make_opclause(opno, BOOLOID, false, (Expr *) lhs, (Expr *) param,
+								  InvalidOid, lhs->varcollid);
+	eq->opfuncid = get_opcode(opno);
+	return (Expr *) eq;
+}
+
+/*
+ * Whether arm is `"userName" = x` on the job of varno, x a constant or a
+ * parameter: no job with a NULL user passes it.
+ */
+static bool
+is_user_equality(Node *arm, Query *query, int varno, Oid frameworks)
+{
+	OpExpr	   *eq;
+	Node	   *a;
+	Node	   *b;
+
+	if (!IsA(arm, OpExpr))
+		return false;
+	eq = (OpExpr *) arm;
+	if (eq->opno != TextEqualOperator || list_length(eq->args) != 2)
+		return false;
+	a = linitial(eq->args);
+	b = lsecond(eq->args);
+	if (!paidb_is_column_of(a, query, frameworks, "userName"))
+	{
+		Node	   *t = a;
+
+		a = b;
+		b = t;
+	}
+	return paidb_is_column_of(a, query, frameworks, "userName") &&
+		((Var *) a)->varno == varno && (IsA(b, Const) || IsA(b, Param));
+}
+
+/*
+ * The test on paidb.tag that selects the jobs the tags IN `in` selects, in
+ * submission order (see the top of the file), or NULL where it cannot be
+ * written.
+ */
+static SubLink *
+tag_order_test(Query *query, List *arms, SubLink *in, TagViews *v)
+{
+	Query	   *sel = (Query *) in->subselect;
+	Var		   *name = linitial_node(Var, ((OpExpr *) in->testexpr)->args);
+	Var		   *time;
+	Var		   *user = NULL;
+	RemapContext cx;
+	Node	   *quals;
+	ListCell   *lc;
+	Oid			time_eq;
+	ParseState *pstate;
+	Relation	rel;
+	ParseNamespaceItem *nsitem;
+	Query	   *q;
+	RangeTblRef *rtr;
+	List	   *tests;
+	int			resno;
+	SubLink    *sub;
+
+	if (sel->hasSubLinks || sel->jointree->quals == NULL ||
+		name->varlevelsup != 0 || name->varattno <= 0)
+		return NULL;
+	cx.view = v->tags;
+	cx.table = v->tag_table;
+	cx.ok = true;
+	cx.cols = NULL;
+	quals = remap_mutator(copyObject(sel->jointree->quals), &cx);
+	if (!cx.ok)
+		return NULL;
+
+	time_eq = OpernameGetOprid(list_make2(makeString("pg_catalog"), makeString("=")),
+							   TIMESTAMPTZOID, TIMESTAMPTZOID);
+	time = frameworks_column(query, name->varno, v->frameworks, "submissionTime", TIMESTAMPTZOID);
+	if (!OidIsValid(time_eq) || time == NULL)
+		return NULL;
+	foreach(lc, arms)
+		if (is_user_equality((Node *) lfirst(lc), query, name->varno, v->frameworks))
+		{
+			user = frameworks_column(query, name->varno, v->frameworks, "userName", TEXTOID);
+			break;
+		}
+
+	/*
+	 * Several tags without a user: the index gives each tag's jobs in order
+	 * but not their union, and merging them measured slower than the plan
+	 * as written (14-16 ms against 10-11 for two tags at a million jobs).
+	 */
+	if (user == NULL && !IsA(sel->jointree->quals, OpExpr))
+		return NULL;
+
+	pstate = make_parsestate(NULL);
+	rel = table_open(v->tag_table, AccessShareLock);
+	nsitem = addRangeTableEntryForRelation(pstate, rel, AccessShareLock, NULL, true, true);
+	table_close(rel, NoLock);
+
+	q = makeNode(Query);
+	q->commandType = CMD_SELECT;
+	q->querySource = QSRC_ORIGINAL;
+	q->canSetTag = true;
+	/*
+	 * The IN's own openpai.tags stays in the range table, unreferenced, so
+	 * that the caller's rights to the view are checked as before (the way
+	 * PostgreSQL keeps a view's check after expanding it).
+	 */
+	q->rtable = lappend(pstate->p_rtable, copyObject(linitial_node(RangeTblEntry, sel->rtable)));
+	rtr = makeNode(RangeTblRef);
+	rtr->rtindex = 1;
+	q->jointree = makeFromExpr(list_make1(rtr), quals);
+
+	tests = NIL;
+	resno = 0;
+	{
+		const char *columns[3] = {"framework_name", "job_submission_time", "job_user_name"};
+		Var		   *outer[3] = {name, time, user};
+		Oid			ops[3] = {TextEqualOperator, time_eq, TextEqualOperator};
+		int			i;
+
+		for (i = 0; i < 3 && outer[i] != NULL; i++)
+		{
+			AttrNumber	a = get_attnum(v->tag_table, columns[i]);
+			Oid			type;
+			int32		typmod;
+			Oid			coll;
+
+			get_atttypetypmodcoll(v->tag_table, a, &type, &typmod, &coll);
+			if (type != outer[i]->vartype || coll != outer[i]->varcollid)
+				return NULL;
+			q->targetList = lappend(q->targetList,
+									makeTargetEntry((Expr *) makeVar(1, a, type, typmod, coll, 0),
+													++resno, pstrdup(columns[i]), false));
+			cx.cols = bms_add_member(cx.cols, a - FirstLowInvalidHeapAttributeNumber);
+			tests = lappend(tests, equals_column(copyObject(outer[i]), resno, ops[i]));
+		}
+	}
+	nsitem->p_rte->selectedCols = cx.cols;
+	free_parsestate(pstate);
+
+	sub = makeNode(SubLink);
+	sub->subLinkType = ANY_SUBLINK;
+	sub->subLinkId = 0;
+	sub->testexpr = (Node *) make_andclause(tests);
+	sub->operName = list_make1(makeString("="));
+	sub->subselect = (Node *) q;
+	sub->location = -1;
+	return sub;
+}
+
+/*
+ * Whether query is a page in submission order: LIMIT, and "submissionTime"
+ * of the frameworks view first in its ORDER BY.
+ */
+static bool
+is_submission_order_page(Query *query, TagViews *v)
+{
+	SortGroupClause *first;
+	Node	   *expr;
+
+	if (query->limitCount == NULL || query->sortClause == NIL)
+		return false;
+	first = linitial_node(SortGroupClause, query->sortClause);
+	expr = get_sortgroupclause_expr(first, query->targetList);
+	return paidb_is_column_of(expr, query, v->frameworks, "submissionTime");
+}
+
+/*
+ * Put the first tags IN of a page in submission order onto paidb.tag's
+ * index, when the caller may read paidb.tag directly (as the openpai views'
+ * invoker must anyway) and nothing filters its rows.
+ */
+static void
+order_in_query(Query *query, TagViews *v)
+{
+	List	   *arms;
+	ListCell   *lc;
+
+	if (query->commandType != CMD_SELECT || query->limitCount == NULL || query->sortClause == NIL)
+		return;
+	arms = make_ands_implicit((Expr *) query->jointree->quals);
+	foreach(lc, arms)
+		if (IsA(lfirst(lc), SubLink) && ((SubLink *) lfirst(lc))->subLinkType == ANY_SUBLINK)
+			break;
+	if (lc == NULL || !resolve_views(v) || !OidIsValid(v->tag_table) ||
+		!is_submission_order_page(query, v))
+		return;
+	if (pg_class_aclcheck(v->tag_table, GetUserId(), ACL_SELECT) != ACLCHECK_OK ||
+		get_rel_relkind(v->tag_table) != RELKIND_RELATION)
+		return;
+	{
+		Relation	rel = table_open(v->tag_table, AccessShareLock);
+		bool		rls = rel->rd_rel->relrowsecurity;
+
+		table_close(rel, AccessShareLock);
+		if (rls)
+			return;
+	}
+	foreach(lc, arms)
+	{
+		SubLink    *in = paidb_tags_in_sublink((Node *) lfirst(lc), query, v->frameworks, v->tags);
+		SubLink    *test;
+
+		if (in == NULL)
+			continue;
+		test = tag_order_test(query, arms, in, v);
+		if (test != NULL)
+		{
+			lfirst(lc) = test;
+			query->jointree->quals = (Node *) make_ands_explicit(arms);
+		}
+		return;
+	}
+}
+
 static bool
 drop_walker(Node *node, TagViews *v)
 {
@@ -276,7 +636,10 @@ drop_walker(Node *node, TagViews *v)
 		Query	   *query = (Query *) node;
 
 		if (query->hasSubLinks && query->jointree != NULL && query->jointree->quals != NULL)
+		{
 			drop_in_query(query, v);
+			order_in_query(query, v);
+		}
 		return query_tree_walker(query, drop_walker, (void *) v, 0);
 	}
 	return expression_tree_walker(node, drop_walker, (void *) v);

@@ -5,7 +5,7 @@ CREATE EXTENSION IF NOT EXISTS pgtap;
 DROP EXTENSION IF EXISTS paidb CASCADE;
 CREATE EXTENSION IF NOT EXISTS pg_trgm;
 CREATE EXTENSION paidb;
-SELECT plan(60);
+SELECT plan(66);
 
 SELECT has_schema('paidb');
 SELECT tables_are('paidb', ARRAY['framework', 'framework_history', 'task_history', 'pod',
@@ -53,6 +53,22 @@ SELECT col_default_is('paidb', 'framework_history', 'history_type', 'retry', 'hi
 SELECT col_not_null('paidb', 'framework_history', 'history_type', 'history_type is not null');
 SELECT col_is_pk('paidb', 'framework_event', 'uid', 'framework_event is keyed by the event uid');
 SELECT col_is_unique('paidb', 'tag', ARRAY['framework_name', 'name'], 'tag is unique on (framework_name, name)');
+-- each tag carries its job's submission time and user, for tag pages in
+-- submission order (docs/queries.md)
+SELECT col_not_null('paidb', 'tag', 'job_submission_time', 'a tag always carries its job''s submission time');
+SELECT col_type_is('paidb', 'tag', 'job_user_name', 'text', 'a tag carries its job''s user');
+SELECT is((SELECT array_agg(pg_get_indexdef(i.indexrelid) ORDER BY c.relname) FROM pg_index i
+             JOIN pg_class c ON c.oid = i.indexrelid
+            WHERE i.indrelid = 'paidb.tag'::regclass AND c.relname LIKE '%submission%'),
+          ARRAY['CREATE INDEX tag_submission_idx ON paidb.tag USING btree (name, job_submission_time) INCLUDE (framework_name)',
+                'CREATE INDEX tag_user_submission_idx ON paidb.tag USING btree (name, job_user_name, job_submission_time) INCLUDE (framework_name)'],
+          'a tag''s jobs are indexed in submission order, also per user');
+SELECT is((SELECT reloptions FROM pg_class WHERE oid = 'paidb.tag'::regclass),
+          ARRAY['parallel_workers=0'], 'the tags are never scanned in parallel');
+SELECT throws_ok($$INSERT INTO paidb.tag (framework_name, name) VALUES ('no-such-job', 'x')$$, '23503', NULL,
+                 'a tag needs its job');
+SELECT trigger_is('paidb', 'tag', 'tag_job_columns', 'paidb', 'tag_job_columns',
+                  'a new tag takes its job''s columns');
 SELECT col_is_pk('paidb', 'pod', 'uid', 'pod is keyed by uid');
 SELECT col_is_pk('paidb', 'pod_event', 'uid', 'pod_event is keyed by uid');
 SELECT col_is_pk('paidb', 'task_history', 'uid', 'task_history is keyed by uid');

@@ -34,7 +34,8 @@ SELECT paidb.apply_watch_event('MODIFIED', pg_catalog.jsonb_build_object(
      'retryPolicyStatus', pg_catalog.jsonb_build_object('totalRetriedCount', a, 'accountableRetriedCount', a, 'retryDelaySec', 0))))
   FROM pg_catalog.generate_series(0, 1) a;
 SELECT paidb.stop_framework('upjob2');
-INSERT INTO paidb.tag (framework_name, name) VALUES ('upjob3', 'important');
+INSERT INTO paidb.tag (framework_name, name) VALUES ('upjob3', 'important'), ('upjob11', 'team-a'),
+  ('gone-job', 'stale');
 INSERT INTO paidb.installation (key, value) VALUES ('initial_import_done', '1234'),
   ('watch_source.frameworks', '00c0ffee00c0ffee'), ('watch_source.events', '00c0ffee00c0ffee');
 INSERT INTO paidb.watch_state (watcher, resource_version, listed_at) VALUES ('frameworks', '1234', pg_catalog.now());
@@ -50,7 +51,9 @@ my $data_query = q{SELECT pg_catalog.md5(pg_catalog.string_agg(f::text, ',' ORDE
      FROM paidb.framework) f};
 my $history_query = q{SELECT pg_catalog.string_agg(uid || ' ' || framework_name || ' ' || attempt_index, ',' ORDER BY uid)
   FROM paidb.framework_history};
-my $tag_query = q{SELECT pg_catalog.string_agg(framework_name || ' ' || name, ',') FROM paidb.tag};
+# (0.2 drops the tags of jobs that are not there, as OpenPAI's foreign key did)
+my $tag_query = q{SELECT pg_catalog.string_agg(framework_name || ' ' || name, ',' ORDER BY framework_name, name)
+  FROM paidb.tag t WHERE EXISTS (SELECT 1 FROM paidb.framework f WHERE f.name = t.framework_name)};
 my @before = map { $node->safe_psql('upgraded', $_) } $data_query, $history_query, $tag_query;
 is($node->safe_psql('upgraded', 'SELECT count(*) FROM paidb.framework'), '20', '0.1 holds the jobs');
 isnt($before[1], '', '0.1 holds the retried attempt');
@@ -115,6 +118,14 @@ is($node->safe_psql('upgraded', $catalog), $node->safe_psql('fresh', $catalog),
 # The data written by 0.1 is all there.
 my @after = map { $node->safe_psql('upgraded', $_) } $data_query, $history_query, $tag_query;
 is_deeply(\@after, \@before, 'the jobs, their history and tags are kept by the update');
+is($node->safe_psql('upgraded', q{SELECT count(*) FROM paidb.tag WHERE framework_name = 'gone-job'}), '0',
+	'the update drops a tag whose job is not in paidb.framework');
+# each tag carries its job's submission time and user (upjob11's user was
+# changed after it was tagged)
+is($node->safe_psql('upgraded', q{SELECT string_agg(t.framework_name || ' ' || coalesce(t.job_user_name, '-'), ','
+    ORDER BY t.framework_name) FROM paidb.tag t JOIN paidb.framework f ON f.name = t.framework_name
+   WHERE t.job_submission_time = f.submission_time AND t.job_user_name IS NOT DISTINCT FROM f.user_name}),
+	'upjob11 bob,upjob3 -', 'the tags carry their jobs\' submission time and user');
 
 # The first-run import of 0.1 is carried over to its target, and the watch
 # position is kept: an upgraded database neither imports again nor re-lists.

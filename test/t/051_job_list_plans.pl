@@ -6,7 +6,8 @@
 #     key is removed, so lists and counts never touch the wide rows;
 #   * no page query scans paidb.job_summary sequentially, and a
 #     tagsContain page runs no has-a-tag sub-plan per job (the IN beside
-#     it implies it: src/openpai_tags.c);
+#     it implies it: src/openpai_tags.c) and walks one page of the tag's
+#     jobs in submission order from paidb.tag's index;
 #   * a count whose filter reads only the count key (user, VC, state,
 #     priority) is answered from the counts (src/openpai_counts.c); one
 #     that also excludes tags (NOT IN) from the counts less the tagged
@@ -90,6 +91,14 @@ for my $s (@shapes)
 			my $kept = $node->safe_psql('postgres', "SET paidb.openpai_tag_rewrite = off;
 				SET search_path = openpai; EXPLAIN (COSTS OFF) $sql");
 			like($kept, qr/SubPlan \d+\) IS NOT NULL/, "$name has that sub-plan without the rewrite");
+			# in submission order, it walks the tag's own index (with the
+			# user's, beside one user) and stops after a page
+			my $index = $sql =~ /"userName" IN \('[^',]*'\)/ ? 'tag_user_submission_idx' : 'tag_submission_idx';
+			my $run = $node->safe_psql('postgres', "SET search_path = openpai;
+				EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) $sql");
+			my ($walked) = $run =~ /Index Only Scan Backward using $index on tag[^\n]*actual rows=(\d+)/;
+			ok(defined $walked && $walked <= 20, "$name walks $index newest first, one page of it ("
+				  . ($walked // 'not used') . ' rows)') or diag($run);
 		}
 	}
 	else
