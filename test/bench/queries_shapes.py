@@ -5,7 +5,10 @@ Each shape is run three ways, the same rows asked for:
   view     the Sequelize SQL as logged, with search_path = openpai (paidb's views)
   paidb    the same query on paidb's own tables: paidb.job_summary and
            paidb.tag; a count whose filters are only user, virtual cluster,
-           state and priority sums paidb.job_count and job_count_delta
+           state and priority sums paidb.job_count and job_count_delta; a
+           tag page in submission order reads the tags with their job's
+           time (and user), without Sequelize's has-a-tag test: the forms
+           the openpai views' rewrites give (docs/queries.md)
   openpai  the Sequelize SQL as logged, with search_path = openpai_db
            (OpenPAI's own tables and indexes, the same jobs)
 
@@ -40,6 +43,32 @@ def shapes(path):
     return out
 
 
+TAGS_IN = re.compile(r'"framework"\.name IN \(SELECT framework_name FROM paidb\.tag AS "tags" WHERE '
+                     r'"tags"\.name IN \(([^)]*)\)\)')
+SOME_TAG = re.compile(r' AND \( SELECT framework_name FROM paidb\.tag AS "tags" WHERE '
+                      r'\("tags"\.framework_name = "framework"\.name\) LIMIT 1 \) IS NOT NULL')
+ONE_USER = re.compile(r'"framework"\.user_name IN \(\'[^\',]*\'\)')
+
+
+def tag_page(q):
+    """A tags IN page in submission order on paidb's tables, as the
+    openpai views' tag rewrites (src/openpai_tags.c) write it."""
+    m = TAGS_IN.search(q)
+    if not m or not re.search(r'ORDER BY "framework"\.submission_time (ASC|DESC) LIMIT', q):
+        return q
+    q = SOME_TAG.sub('', q)
+    m = TAGS_IN.search(q)
+    user = ONE_USER.search(q[:m.start()] + q[m.end():].split(' ORDER BY ')[0])
+    if not user and ',' in m.group(1):
+        return q
+    cols, tag_cols = ('name, submission_time', 'framework_name, job_submission_time')
+    if user:
+        cols, tag_cols = cols + ', user_name', tag_cols + ', job_user_name'
+    new = ('(%s) IN (SELECT %s FROM paidb.tag AS "tags" WHERE "tags".name IN (%s))'
+           % (', '.join('"framework".' + c for c in cols.split(', ')), tag_cols, m.group(1)))
+    return q[:m.start()] + new + q[m.end():]
+
+
 def to_paidb(label, sql):
     """The query on paidb's own tables."""
     q = sql.replace('"frameworks" AS "framework"', 'paidb.job_summary AS "framework"')
@@ -48,6 +77,8 @@ def to_paidb(label, sql):
     q = q.replace('SELECT "frameworkName" FROM', 'SELECT framework_name FROM')
     q = re.sub(r'"(framework|tags)"\."([a-zA-Z]+)"',
                lambda m: '"%s".%s' % (m.group(1), snake(m.group(2))), q)
+    if label.endswith('_page'):
+        q = tag_page(q)
     if label.endswith('_count'):
         where = sql.split(' WHERE ', 1)[1].strip() if ' WHERE ' in sql else ''
         # tagsNotContain: the key count less the tagged jobs (as paidb's
