@@ -61,6 +61,7 @@
 #include "utils/acl.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
+#include "utils/syscache.h"
 
 #include "openpai_tags.h"
 
@@ -561,9 +562,24 @@ tag_order_test(Query *query, List *arms, SubLink *in, TagViews *v)
 	return sub;
 }
 
+/* Whether relid is a table without row security (one catalog lookup). */
+static bool
+is_plain_table(Oid relid)
+{
+	HeapTuple	tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+	bool		plain;
+
+	if (!HeapTupleIsValid(tuple))
+		return false;
+	plain = ((Form_pg_class) GETSTRUCT(tuple))->relkind == RELKIND_RELATION &&
+		!((Form_pg_class) GETSTRUCT(tuple))->relrowsecurity;
+	ReleaseSysCache(tuple);
+	return plain;
+}
+
 /*
- * Whether query is a page in submission order: LIMIT, and "submissionTime"
- * of the frameworks view first in its ORDER BY.
+ * Whether a query with a LIMIT and an ORDER BY sorts first by
+ * "submissionTime" of the frameworks view.
  */
 static bool
 is_submission_order_page(Query *query, TagViews *v)
@@ -571,8 +587,6 @@ is_submission_order_page(Query *query, TagViews *v)
 	SortGroupClause *first;
 	Node	   *expr;
 
-	if (query->limitCount == NULL || query->sortClause == NIL)
-		return false;
 	first = linitial_node(SortGroupClause, query->sortClause);
 	expr = get_sortgroupclause_expr(first, query->targetList);
 	return paidb_is_column_of(expr, query, v->frameworks, "submissionTime");
@@ -599,16 +613,8 @@ order_in_query(Query *query, TagViews *v)
 		!is_submission_order_page(query, v))
 		return;
 	if (pg_class_aclcheck(v->tag_table, GetUserId(), ACL_SELECT) != ACLCHECK_OK ||
-		get_rel_relkind(v->tag_table) != RELKIND_RELATION)
+		!is_plain_table(v->tag_table))
 		return;
-	{
-		Relation	rel = table_open(v->tag_table, AccessShareLock);
-		bool		rls = rel->rd_rel->relrowsecurity;
-
-		table_close(rel, AccessShareLock);
-		if (rls)
-			return;
-	}
 	foreach(lc, arms)
 	{
 		SubLink    *in = paidb_tags_in_sublink((Node *) lfirst(lc), query, v->frameworks, v->tags);
