@@ -36,23 +36,30 @@ SELECT count(pg_temp.event('c' || i, 'AttemptRunning', NULL)) FROM generate_seri
 SELECT count(pg_temp.event('c' || i, 'Completed', 0)) FROM generate_series(1, 140) i WHERE i % 7 = 1;
 SELECT count(pg_temp.event('c' || i, 'Completed', 1)) FROM generate_series(1, 140) i WHERE i % 7 = 2;
 SELECT count(paidb.archive_job('c' || i)) FROM generate_series(1, 140) i WHERE i % 14 = 1;
-INSERT INTO paidb.tag (framework_name, name) VALUES ('c1', 't'), ('c2', 't'), ('c3', 'u');
+INSERT INTO paidb.tag (framework_name, name) VALUES ('c1', 't'), ('c2', 't'), ('c3', 'u'), ('c1', 'u');
 SELECT state, count(*) FROM paidb.framework GROUP BY state ORDER BY state;
 
 -- Each count with the rewrite and without it: whether the plan read the
--- counts, and whether both gave the same number.
-CREATE FUNCTION pg_temp.reads_counts(q text) RETURNS boolean LANGUAGE plpgsql AS $$
+-- counts, what it read (the counts, the job list, the tags), and whether
+-- both gave the same number.
+CREATE FUNCTION pg_temp.reads(q text) RETURNS text LANGUAGE plpgsql AS $$
 DECLARE line text; plan text := '';
 BEGIN
     FOR line IN EXECUTE 'EXPLAIN (COSTS OFF) ' || q LOOP plan := plan || line || E'\n'; END LOOP;
-    RETURN plan LIKE '%job_count%';
+    RETURN concat_ws('+', CASE WHEN plan LIKE '%job_count%' THEN 'counts' END,
+                          CASE WHEN plan LIKE '%job_summary%' THEN 'list' END,
+                          CASE WHEN plan ~ ' on tag( |\n)' THEN 'tags' END);
 END $$;
-CREATE FUNCTION pg_temp.counted(q text, OUT rewritten boolean, OUT same boolean, OUT n bigint)
+CREATE FUNCTION pg_temp.reads_counts(q text) RETURNS boolean LANGUAGE sql AS $$
+SELECT pg_temp.reads(q) LIKE '%counts%'
+$$;
+CREATE FUNCTION pg_temp.counted(q text, OUT rewritten boolean, OUT reads text, OUT same boolean, OUT n bigint)
 LANGUAGE plpgsql AS $$
 DECLARE without bigint;
 BEGIN
     PERFORM set_config('paidb.openpai_count_rewrite', 'on', true);
     rewritten := pg_temp.reads_counts(q);
+    reads := pg_temp.reads(q);
     EXECUTE q INTO n;
     PERFORM set_config('paidb.openpai_count_rewrite', 'off', true);
     EXECUTE q INTO without;
@@ -80,10 +87,19 @@ INSERT INTO shapes VALUES
  (13, $q$SELECT count(*) AS "count" FROM "frameworks" AS "framework" WHERE "framework"."name" NOT IN (SELECT "frameworkName" FROM "tags" WHERE "tags"."name" IN ('t')) $q$),
  (14, $q$SELECT count(*) AS "count" FROM "frameworks" AS "framework" WHERE "framework"."userName" IN ('u1', 'u2') AND "framework"."name" NOT IN (SELECT "frameworkName" FROM "tags" WHERE "tags"."name" IN ('t', 'u')) $q$),
  (15, $q$SELECT count(*) FROM openpai.frameworks WHERE name NOT IN (SELECT "frameworkName" FROM openpai.tags) AND state <> 'RUNNING'$q$),
+-- tagsContain and nothing else: the jobs carrying the tags, counted on the
+-- tags (c1 carries both t and u: counted once); the complement of it above
+-- (13) takes the carrying jobs from there too
+ (16, $q$SELECT count(*) AS "count" FROM "frameworks" AS "framework" WHERE "framework"."name" IN (SELECT "frameworkName" FROM "tags" WHERE "tags"."name" IN ('t')) $q$),
+ (17, $q$SELECT count(*) AS "count" FROM "frameworks" AS "framework" WHERE "framework"."name" IN (SELECT "frameworkName" FROM "tags" WHERE "tags"."name" IN ('t', 'u')) $q$),
+ (18, $q$SELECT count(*) FROM openpai.frameworks WHERE name IN (SELECT "frameworkName" FROM openpai.tags WHERE name = 'nobody')$q$),
+ (19, $q$SELECT count(name) FROM openpai.frameworks WHERE name IN (SELECT "frameworkName" FROM openpai.tags WHERE name IN ('t', 'u') AND "insertedAt" IS NOT NULL)$q$),
+ (38, $q$SELECT count(*) FROM openpai.frameworks WHERE name IN (SELECT "frameworkName" FROM openpai.tags)$q$),
+ (42, $q$SELECT count(*) FROM openpai.frameworks WHERE name IN (SELECT "frameworkName" FROM openpai.tags WHERE name IN ('u', 't') ORDER BY "frameworkName")$q$),
 -- anything else: left alone
  (20, $q$SELECT count(*) FROM openpai.frameworks WHERE "jobName" LIKE '%c1%'$q$),
  (21, $q$SELECT count(*) FROM openpai.frameworks WHERE "userName" = 'u1' AND retries = 0$q$),
- (22, $q$SELECT count(*) FROM openpai.frameworks WHERE name IN (SELECT "frameworkName" FROM openpai.tags)$q$),
+ (22, $q$SELECT count(*) FROM openpai.frameworks WHERE "userName" = 'u1' AND name IN (SELECT "frameworkName" FROM openpai.tags)$q$),
  (23, $q$SELECT count(*) FROM openpai.frameworks WHERE random() < 2 AND "userName" = 'u1'$q$),
  (24, $q$SELECT count("jobName") FROM openpai.frameworks$q$),
  (25, $q$SELECT count(DISTINCT "userName") FROM openpai.frameworks$q$),
@@ -100,7 +116,11 @@ INSERT INTO shapes VALUES
  (34, $q$SELECT count(*) FROM openpai.frameworks WHERE "jobName" LIKE '%c1%' AND name NOT IN (SELECT "frameworkName" FROM openpai.tags)$q$),
  (35, $q$SELECT count(*) FROM openpai.frameworks WHERE name NOT IN (SELECT "frameworkName" FROM openpai.tags WHERE name = 't') AND name NOT IN (SELECT "frameworkName" FROM openpai.tags WHERE name = 'u')$q$),
  (36, $q$SELECT count(*) FROM openpai.frameworks WHERE name NOT IN (SELECT "frameworkName" FROM openpai.tags LIMIT 1)$q$),
- (37, $q$SELECT count(*) FROM openpai.frameworks WHERE name NOT IN (SELECT "frameworkName" FROM openpai.tags WHERE random() < 2)$q$);
+ (37, $q$SELECT count(*) FROM openpai.frameworks WHERE name NOT IN (SELECT "frameworkName" FROM openpai.tags WHERE random() < 2)$q$),
+-- a tags IN on another column, correlated, or with a LIMIT: left alone
+ (39, $q$SELECT count(*) FROM openpai.frameworks WHERE "jobName" IN (SELECT "frameworkName" FROM openpai.tags)$q$),
+ (40, $q$SELECT count(*) FROM openpai.frameworks f WHERE name IN (SELECT "frameworkName" FROM openpai.tags t WHERE t.name = f."userName")$q$),
+ (41, $q$SELECT count(*) FROM openpai.frameworks WHERE name IN (SELECT "frameworkName" FROM openpai.tags ORDER BY 1 LIMIT 1)$q$);
 SELECT id, (pg_temp.counted(q)).* FROM shapes ORDER BY id;
 
 -- the count's name and type are the original's
@@ -124,17 +144,25 @@ SELECT count(*) FROM paidb.job_summary s WHERE user_name = 'u1'
    AND NOT EXISTS (SELECT FROM paidb.tag t WHERE t.framework_name = s.name AND t.name = 't');
 SELECT pg_temp.reads_counts($$EXECUTE untagged_of('u1', 't')$$) AS rewritten;
 
+PREPARE tagged(text) AS SELECT count(*) FROM openpai.frameworks
+   WHERE name IN (SELECT "frameworkName" FROM openpai.tags WHERE name IN ($1));
+EXECUTE tagged('t');
+SELECT pg_temp.reads($$EXECUTE tagged('t')$$) AS reads;
+
 -- a new job is counted at once (the counts change in its transaction)
 EXECUTE untagged_of('u3', 't');
+EXECUTE tagged('t');
 BEGIN;
 SELECT pg_temp.submit('c999', 'u3', 'vc2', NULL) IS NOT NULL AS submitted;
 EXECUTE by_user('u3');
 EXECUTE untagged_of('u3', 't');
 INSERT INTO paidb.tag (framework_name, name) VALUES ('c999', 't');
 EXECUTE untagged_of('u3', 't');
+EXECUTE tagged('t');
 ROLLBACK;
 EXECUTE by_user('u3');
 EXECUTE untagged_of('u3', 't');
+EXECUTE tagged('t');
 
 -- the rewrite never lends a privilege: a role that may not read the view
 -- gets the same error either way
@@ -148,3 +176,25 @@ RESET paidb.openpai_count_rewrite;
 \set VERBOSITY default
 RESET ROLE;
 DROP ROLE paidb_counts_nobody;
+
+-- nor the tags: a role that may read the jobs and the counts but not the
+-- tags gets the same error for a tags count either way
+CREATE ROLE paidb_counts_untagged;
+GRANT USAGE ON SCHEMA openpai, paidb TO paidb_counts_untagged;
+GRANT SELECT ON openpai.frameworks, openpai.framework_counts, paidb.job_summary, paidb.job_count,
+    paidb.job_count_delta, paidb.job_counts TO paidb_counts_untagged;
+SET ROLE paidb_counts_untagged;
+\set VERBOSITY terse
+SELECT count(*) FROM openpai.frameworks;
+SELECT count(*) FROM openpai.frameworks WHERE name IN (SELECT "frameworkName" FROM openpai.tags WHERE name = 't');
+SELECT count(*) FROM openpai.frameworks WHERE name NOT IN (SELECT "frameworkName" FROM openpai.tags WHERE name = 't');
+SET paidb.openpai_count_rewrite = off;
+SELECT count(*) FROM openpai.frameworks WHERE name IN (SELECT "frameworkName" FROM openpai.tags WHERE name = 't');
+SELECT count(*) FROM openpai.frameworks WHERE name NOT IN (SELECT "frameworkName" FROM openpai.tags WHERE name = 't');
+RESET paidb.openpai_count_rewrite;
+\set VERBOSITY default
+RESET ROLE;
+REVOKE ALL ON openpai.frameworks, openpai.framework_counts, paidb.job_summary, paidb.job_count,
+    paidb.job_count_delta, paidb.job_counts FROM paidb_counts_untagged;
+REVOKE ALL ON SCHEMA openpai, paidb FROM paidb_counts_untagged;
+DROP ROLE paidb_counts_untagged;

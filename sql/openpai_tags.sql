@@ -46,12 +46,14 @@ END $$;
 -- whether the plan matches jobs to paidb.tag's copies of their submission
 -- time ('time') and user ('time+user'): the rewrite that lets it walk the
 -- tags in submission order (test/t/051_job_list_plans.pl checks the walk
--- on enough jobs for the planner to choose it)
+-- on enough jobs for the planner to choose it); ', bounded' where several
+-- tags are read only from the newest (oldest) of their n-th times on
 CREATE FUNCTION pg_temp.tag_order(q text) RETURNS text LANGUAGE plpgsql AS $$
 DECLARE line text; plan text := '';
 BEGIN
     FOR line IN EXECUTE 'EXPLAIN (COSTS OFF) ' || q LOOP plan := plan || line || E'\n'; END LOOP;
-    RETURN CASE WHEN plan ~ 'job_user_name' THEN 'time+user' WHEN plan ~ 'job_submission_time' THEN 'time' END;
+    RETURN CASE WHEN plan ~ 'job_user_name' THEN 'time+user' WHEN plan ~ 'job_submission_time' THEN 'time' END
+        || CASE WHEN plan ~ '(GREATEST|LEAST)\(' THEN ', bounded' ELSE '' END;
 END $$;
 CREATE FUNCTION pg_temp.paged(q text, OUT kept boolean, OUT ordered text, OUT same boolean, OUT names text)
 LANGUAGE plpgsql AS $$
@@ -117,7 +119,26 @@ INSERT INTO pages VALUES
  (24, $q$SELECT name FROM frameworks f WHERE "userName" = 'u0' AND name IN (SELECT "frameworkName" FROM tags WHERE tags.name = 't') ORDER BY "jobName" LIMIT 3$q$),
  (25, $q$SELECT name FROM frameworks f WHERE name IN (SELECT "frameworkName" FROM tags WHERE tags.name = 't') ORDER BY "submissionTime" DESC$q$),
  (26, $q$SELECT name FROM frameworks f WHERE (name IN (SELECT "frameworkName" FROM tags WHERE tags.name = 'v') OR "userName" = 'u2') ORDER BY "submissionTime" DESC LIMIT 3$q$),
- (27, $q$SELECT name FROM paidb.job_summary s WHERE name IN (SELECT framework_name FROM paidb.tag WHERE tag.name = 't') ORDER BY submission_time DESC LIMIT 3$q$);
+ (27, $q$SELECT name FROM paidb.job_summary s WHERE name IN (SELECT framework_name FROM paidb.tag WHERE tag.name = 't') ORDER BY submission_time DESC LIMIT 3$q$),
+-- several tags and nothing else (or a user): bounded by the tags' n-th
+-- times.  Page 2 of rest-server's two-tag page; oldest first, with the job
+-- without a user; a tag with fewer jobs than the page and one with none;
+-- tags that all have fewer (no bound: every row of theirs); the same tag
+-- twice; the jobs submitted together, ordered by name after the time
+ (28, $q$SELECT "framework".*, "tags"."name" AS "tags.name" FROM (SELECT "framework"."name", "framework"."submissionTime" FROM "frameworks" AS "framework" WHERE "framework"."name" IN (SELECT "frameworkName" FROM "tags" WHERE "tags"."name" IN ('t', 'u')) AND ( SELECT "frameworkName" FROM "tags" AS "tags" WHERE ("tags"."frameworkName" = "framework"."name") LIMIT 1 ) IS NOT NULL ORDER BY "framework"."submissionTime" DESC LIMIT 3 OFFSET 3) AS "framework" INNER JOIN "tags" AS "tags" ON "framework"."name" = "tags"."frameworkName" ORDER BY "framework"."submissionTime" DESC, "tags"."name"$q$),
+ (29, $q$SELECT name FROM frameworks f WHERE name IN (SELECT "frameworkName" FROM tags WHERE tags.name IN ('u', 't')) ORDER BY "submissionTime" DESC LIMIT 2 OFFSET 1$q$),
+ (30, $q$SELECT name FROM frameworks f WHERE name IN (SELECT "frameworkName" FROM tags WHERE tags.name IN ('v', 'u', 'nobody')) ORDER BY "submissionTime" LIMIT 3$q$),
+ (31, $q$SELECT name FROM frameworks f WHERE name IN (SELECT "frameworkName" FROM tags WHERE tags.name IN ('v', 'w')) ORDER BY "submissionTime" DESC LIMIT 20$q$),
+ (32, $q$SELECT name FROM frameworks f WHERE name IN (SELECT "frameworkName" FROM tags WHERE tags.name IN ('t', 't')) ORDER BY "submissionTime" DESC LIMIT 4$q$),
+ (33, $q$SELECT name FROM frameworks f WHERE name IN (SELECT "frameworkName" FROM tags WHERE tags.name IN ('w', 'u')) ORDER BY "submissionTime" DESC, name LIMIT 1$q$),
+ (34, $q$SELECT name FROM frameworks f WHERE "userName" = 'u1' AND name IN (SELECT "frameworkName" FROM tags WHERE tags.name IN ('w', 't')) ORDER BY "submissionTime" DESC LIMIT 2$q$),
+-- several tags beside another filter, with a LIMIT that is a sub-select,
+-- WITH TIES, or a window over the page: not bounded (the tags' n-th times
+-- say nothing of what these read), and without a user as written
+ (35, $q$SELECT name FROM frameworks f WHERE name IN (SELECT "frameworkName" FROM tags WHERE tags.name IN ('t', 'u')) AND "jobName" <> 'c30-job' ORDER BY "submissionTime" DESC LIMIT 2$q$),
+ (36, $q$SELECT name FROM frameworks f WHERE name IN (SELECT "frameworkName" FROM tags WHERE tags.name IN ('t', 'u')) ORDER BY "submissionTime" DESC LIMIT (SELECT 2)$q$),
+ (37, $q$SELECT name FROM frameworks f WHERE name IN (SELECT "frameworkName" FROM tags WHERE tags.name IN ('w', 'u')) ORDER BY "submissionTime" DESC FETCH FIRST 1 ROWS WITH TIES$q$),
+ (38, $q$SELECT name || '/' || count(*) OVER () AS name FROM frameworks f WHERE name IN (SELECT "frameworkName" FROM tags WHERE tags.name IN ('t', 'u')) ORDER BY "submissionTime" DESC LIMIT 2$q$);
 
 SELECT id, (pg_temp.paged(q)).* FROM pages ORDER BY id;
 

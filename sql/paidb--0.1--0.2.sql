@@ -475,8 +475,15 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, paidb
 AS $fn$
 BEGIN
+    -- Key-share, as a foreign key's check locks the row it refers to:
+    -- delete_job and retention lock the job FOR UPDATE first, so a delete
+    -- waits for this transaction and then deletes the tag too (retention
+    -- skips the job), and a tag for a job being deleted waits for the
+    -- delete and then finds no job.  Without it the delete missed the
+    -- uncommitted tag and left it without its job.
     SELECT f.submission_time, f.user_name INTO NEW.job_submission_time, NEW.job_user_name
-      FROM paidb.framework f WHERE f.name OPERATOR(pg_catalog.=) NEW.framework_name;
+      FROM paidb.framework f WHERE f.name OPERATOR(pg_catalog.=) NEW.framework_name
+       FOR KEY SHARE OF f;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'job "%" does not exist', NEW.framework_name
             USING ERRCODE = 'foreign_key_violation',

@@ -57,6 +57,7 @@
 #include "optimizer/optimizer.h"
 #include "parser/analyze.h"
 #include "parser/parse_func.h"
+#include "parser/parse_oper.h"
 #include "parser/parsetree.h"
 #include "storage/lmgr.h"
 #include "utils/acl.h"
@@ -357,6 +358,104 @@ scalar_sublink(Query *query)
 }
 
 /*
+ * `SELECT count(*) FROM (SELECT DISTINCT "frameworkName" FROM openpai.tags
+ * WHERE <the IN's filter>)`: the jobs that carry the tags of `in`, counted
+ * on the tags alone.  Exact because every tag has its job (paidb refuses a
+ * tag without one, and a job is deleted with its tags: docs/queries.md),
+ * each job has one name, and the IN's sub-select is uncorrelated.  The
+ * view stays in the sub-select, so reading it needs the rights it did.
+ */
+static Query *
+tagged_jobs_count(SubLink *in)
+{
+	Query	   *sub = copyObject((Query *) in->subselect);
+	TargetEntry *name = linitial_node(TargetEntry, sub->targetList);
+	SortGroupClause *distinct = makeNode(SortGroupClause);
+	Query	   *q = makeNode(Query);
+	RangeTblEntry *rte = makeNode(RangeTblEntry);
+	RangeTblRef *rtr = makeNode(RangeTblRef);
+	Aggref	   *count = makeNode(Aggref);
+	Oid			lt;
+	Oid			eq;
+	bool		hashable;
+
+	get_sort_group_operators(exprType((Node *) name->expr), true, true, false,
+							 &lt, &eq, NULL, &hashable);
+	name->ressortgroupref = 1;
+	distinct->tleSortGroupRef = 1;
+	distinct->eqop = eq;
+	distinct->sortop = lt;
+	distinct->nulls_first = false;
+	distinct->hashable = hashable;
+	sub->distinctClause = list_make1(distinct);
+	sub->sortClause = NIL;		/* an order means nothing to a count */
+
+	rte->rtekind = RTE_SUBQUERY;
+	rte->subquery = sub;
+	rte->eref = makeAlias("tagged", list_make1(makeString(pstrdup(name->resname ? name->resname : "frameworkName"))));
+	rte->inFromCl = true;
+	rtr->rtindex = 1;
+
+	count->aggfnoid = F_COUNT_;
+	count->aggtype = INT8OID;
+	count->aggstar = true;
+	count->aggkind = AGGKIND_NORMAL;
+	count->aggsplit = AGGSPLIT_SIMPLE;
+	count->aggno = -1;
+	count->aggtransno = -1;
+	count->location = -1;
+
+	q->commandType = CMD_SELECT;
+	q->querySource = QSRC_ORIGINAL;
+	q->canSetTag = true;
+	q->rtable = list_make1(rte);
+	q->jointree = makeFromExpr(list_make1(rtr), NULL);
+	q->targetList = list_make1(makeTargetEntry((Expr *) count, 1, pstrdup("count"), false));
+	q->hasAggs = true;
+	return q;
+}
+
+/* SELECT (sub) in place of the count; no range table of its own. */
+static void
+replace_with(Query *query, Node *value, bool keep_view)
+{
+	TargetEntry *te = linitial_node(TargetEntry, query->targetList);
+
+	te->expr = (Expr *) value;
+	te->resorigtbl = InvalidOid;
+	te->resorigcol = 0;
+	/*
+	 * Unreferenced, the view's entry is not expanded but its privilege is
+	 * still checked when the statement runs, as before the rewrite.
+	 */
+	if (!keep_view)
+		query->rtable = NIL;
+	query->jointree = makeFromExpr(NIL, NULL);
+	query->hasAggs = false;
+	query->hasSubLinks = true;
+}
+
+/*
+ * A count whose filter is one tags IN and nothing else: the jobs carrying
+ * the tags, counted on the tags (a scan of the tag's index, where counting
+ * the jobs that carry them probed every job: 150 ms for two tags at a
+ * million jobs).
+ */
+static void
+rewrite_tagged_count(Query *query, CountTarget *t)
+{
+	List	   *arms = make_ands_implicit((Expr *) query->jointree->quals);
+	SubLink    *in;
+
+	if (list_length(arms) != 1)
+		return;
+	in = paidb_tags_in_sublink((Node *) linitial(arms), query, t->frameworks, t->tags);
+	if (in == NULL)
+		return;
+	replace_with(query, (Node *) scalar_sublink(tagged_jobs_count(in)), true);
+}
+
+/*
  * A count whose filter is count-key conditions and one tags NOT IN:
  * the key count less the count of the jobs matching it that carry the tags.
  */
@@ -369,7 +468,6 @@ rewrite_complement_count(Query *query, CountTarget *t)
 	ListCell   *lc;
 	Query	   *keyed;
 	Query	   *carrying;
-	TargetEntry *te;
 
 	foreach(lc, arms)
 	{
@@ -395,22 +493,21 @@ rewrite_complement_count(Query *query, CountTarget *t)
 	if (!rewrite_key_count(keyed, t))
 		return;
 
-	/* those of them that carry the tags, counted */
-	carrying = copyObject(query);
-	carrying->jointree->quals = (Node *) make_ands_explicit(lappend(copyObject(key_arms), copyObject(in)));
-	carrying->hasSubLinks = true;
+	/* those of them that carry the tags, counted (on the tags alone for all jobs) */
+	if (key_arms == NIL)
+		carrying = tagged_jobs_count(in);
+	else
+	{
+		carrying = copyObject(query);
+		carrying->jointree->quals = (Node *) make_ands_explicit(lappend(copyObject(key_arms), copyObject(in)));
+		carrying->hasSubLinks = true;
+	}
 
-	/* SELECT (keyed) - (carrying): no range table of its own */
-	te = linitial_node(TargetEntry, query->targetList);
-	te->expr = (Expr *) makeFuncExpr(F_INT8MI, INT8OID,
-									 list_make2(scalar_sublink(keyed), scalar_sublink(carrying)),
-									 InvalidOid, InvalidOid, COERCE_EXPLICIT_CALL);
-	te->resorigtbl = InvalidOid;
-	te->resorigcol = 0;
-	query->rtable = NIL;
-	query->jointree = makeFromExpr(NIL, NULL);
-	query->hasAggs = false;
-	query->hasSubLinks = true;
+	/* SELECT (keyed) - (carrying) */
+	replace_with(query, (Node *) makeFuncExpr(F_INT8MI, INT8OID,
+											  list_make2(scalar_sublink(keyed), scalar_sublink(carrying)),
+											  InvalidOid, InvalidOid, COERCE_EXPLICIT_CALL),
+				 true);
 }
 
 /* Rewrite the count if it has the shape and the filter allows it. */
@@ -428,7 +525,11 @@ rewrite_count(Query *query)
 		(void) rewrite_key_count(query, &t);
 	else if (OidIsValid(t.tags) &&
 			 getExtensionOfObject(RelationRelationId, t.tags) == get_extension_oid("paidb_openpai", true))
+	{
 		rewrite_complement_count(query, &t);
+		if (query->hasAggs)
+			rewrite_tagged_count(query, &t);
+	}
 }
 
 static void

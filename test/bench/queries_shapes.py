@@ -19,6 +19,8 @@ import re
 import sys
 
 COUNTED = {'userName', 'virtualCluster', 'state', 'jobPriority'}
+CONTAIN_TAGS = re.compile(r'"framework"\."name" IN \(SELECT "frameworkName" FROM "tags" WHERE '
+                          r'"tags"\."name" IN \(([^)]*)\)\)')
 NOT_IN_TAGS = re.compile(r'"framework"\."name" NOT IN \(SELECT "frameworkName" FROM "tags" WHERE '
                          r'"tags"\."name" IN \(([^)]*)\)\)')
 
@@ -59,14 +61,40 @@ def tag_page(q):
     q = SOME_TAG.sub('', q)
     m = TAGS_IN.search(q)
     user = ONE_USER.search(q[:m.start()] + q[m.end():].split(' ORDER BY ')[0])
-    if not user and ',' in m.group(1):
-        return q
+    bound = ''
+    if ',' in m.group(1):
+        bound = tags_bound(q, m, user)
+        if not user and not bound:
+            return q
     cols, tag_cols = ('name, submission_time', 'framework_name, job_submission_time')
     if user:
         cols, tag_cols = cols + ', user_name', tag_cols + ', job_user_name'
-    new = ('(%s) IN (SELECT %s FROM paidb.tag AS "tags" WHERE "tags".name IN (%s))'
-           % (', '.join('"framework".' + c for c in cols.split(', ')), tag_cols, m.group(1)))
+    new = ('(%s) IN (SELECT %s FROM paidb.tag AS "tags" WHERE "tags".name IN (%s)%s)'
+           % (', '.join('"framework".' + c for c in cols.split(', ')), tag_cols, m.group(1), bound))
     return q[:m.start()] + new + q[m.end():]
+
+
+PAGE = re.compile(r'ORDER BY "framework"\.submission_time (ASC|DESC) LIMIT (\d+) OFFSET (\d+)\)')
+
+
+def tags_bound(q, m, user):
+    """Several tags and nothing else (or one user): the bound the rewrite
+    adds, from each tag's n-th time (src/openpai_tags.c)."""
+    where = q[:m.start()].rsplit(' WHERE ', 1)[1] + 'X' + q[m.end():].split(' ORDER BY ')[0]
+    if where.strip() not in ('X', (user.group(0) + ' AND X') if user else 'X'):
+        return ''
+    page = PAGE.search(q)
+    if not page:
+        return ''
+    desc = page.group(1) == 'DESC'
+    n = int(page.group(2)) + int(page.group(3))
+    nth = ['(SELECT job_submission_time FROM paidb.tag WHERE name = %s%s'
+           ' ORDER BY job_submission_time %s OFFSET %d LIMIT 1)'
+           % (t.strip(), ' AND job_user_name = ' + user.group(0).split(' IN (')[1][:-1] if user else '',
+              page.group(1), n - 1)
+           for t in m.group(1).split(',')]
+    return (' AND "tags".job_submission_time %s COALESCE(%s(%s), \'%sinfinity\')'
+            % ('>=' if desc else '<=', 'GREATEST' if desc else 'LEAST', ', '.join(nth), '-' if desc else ''))
 
 
 def to_paidb(label, sql):
@@ -89,15 +117,24 @@ def to_paidb(label, sql):
             rest = (where[:m.start()] + where[m.end():]).strip()
             rest = re.sub(r'^AND\s+|\s+AND$', '', rest).replace(' AND  AND ', ' AND ').strip()
         cols = set(re.findall(r'"framework"\."([a-zA-Z]+)"', rest))
-        if cols <= COUNTED and 'LIKE' not in rest and 'tags' not in rest:
+        only_tags = CONTAIN_TAGS.fullmatch(where.strip())
+        if only_tags:
+            # tagsContain alone: the jobs carrying the tags, counted on the
+            # tags (as paidb's count rewrite answers it through the views)
+            q = ('SELECT count(DISTINCT framework_name) AS "count" FROM paidb.tag WHERE name IN (%s)'
+                 % only_tags.group(1))
+        elif cols <= COUNTED and 'LIKE' not in rest and 'tags' not in rest:
             w = re.sub(r'"framework"\."([a-zA-Z]+)"', lambda m: snake(m.group(1)), rest)
             q = ('SELECT COALESCE(sum(n), 0) AS "count" FROM (SELECT * FROM paidb.job_count'
                  ' UNION ALL SELECT * FROM paidb.job_count_delta) c' + (' WHERE ' + w if w else ''))
-            if m:
+            if m and not w:
+                tagged = 'SELECT count(DISTINCT framework_name) FROM paidb.tag WHERE name IN (%s)' % m.group(1)
+            elif m:
                 tagged = ('SELECT count(*) FROM paidb.job_summary AS "framework" WHERE '
-                          + (w + ' AND ' if w else '')
+                          + w + ' AND '
                           + 'name IN (SELECT framework_name FROM paidb.tag AS "tags" WHERE "tags".name IN (%s))'
                           % m.group(1))
+            if m:
                 q = 'SELECT (%s) - (%s) AS "count"' % (q, tagged)
     return q
 

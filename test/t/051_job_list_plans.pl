@@ -7,12 +7,14 @@
 #   * no page query scans paidb.job_summary sequentially, and a
 #     tagsContain page runs no has-a-tag sub-plan per job (the IN beside
 #     it implies it: src/openpai_tags.c) and walks one page of the tag's
-#     jobs in submission order from paidb.tag's index;
+#     jobs in submission order from paidb.tag's index (several tags: a
+#     page of each, from the newest of their 20th times on);
 #   * a count whose filter reads only the count key (user, VC, state,
 #     priority) is answered from the counts (src/openpai_counts.c); one
 #     that also excludes tags (NOT IN) from the counts less the tagged
-#     jobs, never scanning the job list; every other count from the job
-#     list;
+#     jobs, never scanning the job list; one of the jobs carrying given
+#     tags (and nothing else) on the tags alone; every other count from
+#     the job list;
 #   * without that rewrite, a user's, a VC + state's and a state's count
 #     through the views is an index-only scan;
 #   * every count through the views, rewritten or not, equals count(*) by a
@@ -96,9 +98,27 @@ for my $s (@shapes)
 			my $index = $sql =~ /"userName" IN \('[^',]*'\)/ ? 'tag_user_submission_idx' : 'tag_submission_idx';
 			my $run = $node->safe_psql('postgres', "SET search_path = openpai;
 				EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) $sql");
-			my ($walked) = $run =~ /Index Only Scan Backward using $index on tag[^\n]*actual rows=(\d+)/;
-			ok(defined $walked && $walked <= 20, "$name walks $index newest first, one page of it ("
-				  . ($walked // 'not used') . ' rows)') or diag($run);
+			my ($tags) = $sql =~ /"tags"\."name" IN \(([^)]*)\)/;
+			my $several = ($tags =~ tr/,//) + 1;
+			if ($several == 1)
+			{
+				my ($walked) = $run =~ /Index Only Scan Backward using $index on tag[^\n]*actual rows=(\d+)/;
+				ok(defined $walked && $walked <= 20, "$name walks $index newest first, one page of it ("
+					  . ($walked // 'not used') . ' rows)') or diag($run);
+			}
+			else
+			{
+				# several tags: read from the newest of their 20th times on,
+				# a page of rows of each at most
+				like($run, qr/job_submission_time >= COALESCE\(GREATEST\(/,
+					"$name reads the tags from the newest of their 20th times on");
+				# each tag's 20th time from its index, then the page's rows:
+				# no scan of paidb.tag reads more (sorting all of a tag's
+				# rows for its 20th read them all)
+				my @rows = $run =~ /Scan[^\n]* on tag\b[^\n]*actual rows=(\d+)/g;
+				ok(@rows >= $several + 1 && !(grep { $_ > 20 * $several } @rows),
+					"$name reads at most a page of each tag's rows (@rows)") or diag($run);
+			}
 		}
 	}
 	else
@@ -134,6 +154,13 @@ for my $s (@shapes)
 		elsif ($key_only)
 		{
 			ok(@counts && !@summary, "$name is answered from the counts")
+			  or diag(join(', ', map { "$_->[0] on $_->[1]" } @$scans));
+		}
+		elsif ($sql =~ /WHERE "framework"\."name" IN \(SELECT "frameworkName" FROM "tags" WHERE "tags"\."name" IN \([^)]*\)\)\s*$/)
+		{
+			# tagsContain alone: the jobs carrying the tags, on the tags
+			ok(!@counts && !@summary && (grep { $_->[1] eq 'tag' } @$scans),
+				"$name is counted on the tags alone")
 			  or diag(join(', ', map { "$_->[0] on $_->[1]" } @$scans));
 		}
 		else
