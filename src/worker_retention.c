@@ -26,12 +26,15 @@
 
 /*
  * Pause between two batches, so that the batches never form one long burst:
- * at least this long, and at least as long as the batch took, so that the
- * worker keeps at most half of a core.  With only the fixed pause, deleting
- * 100,000 expired jobs slowed concurrent submissions by 15-26% on two cores
- * (docs/queries.md); deleting at half the rate is still ~400 jobs a second.
+ * at least RETENTION_PAUSE_MS, and RETENTION_PAUSE_FACTOR times as long as
+ * the batch took, so that the worker keeps at most a quarter of a core.
+ * Deleting 100,000 expired jobs beside submissions on two cores slowed them
+ * by 15-26% with only the fixed pause, and by 11-25% pausing as long as
+ * the batch, and by 16% at three times (docs/queries.md); a quarter of a
+ * core still deleted ~350 jobs a second.
  */
 #define RETENTION_PAUSE_MS 20
+#define RETENTION_PAUSE_FACTOR 3
 
 /* A cycle stops after this many batches and goes on at the next one. */
 #define RETENTION_MAX_BATCHES 1000
@@ -162,7 +165,7 @@ retention_cycle(RetentionRun *run)
 		if (got[0] < batch && got[1] < batch)
 			break;
 		took_ms = TimestampDifferenceMilliseconds(started, GetCurrentTimestamp());
-		retention_sleep(Max(RETENTION_PAUSE_MS, took_ms));
+		retention_sleep(Max(RETENTION_PAUSE_MS, RETENTION_PAUSE_FACTOR * took_ms));
 		/* settings may have changed during the pause */
 		if (paidb_retention_s <= 0 && paidb_event_retention_s <= 0)
 			break;
