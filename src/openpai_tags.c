@@ -182,21 +182,35 @@ not_null_scalar(Node *arm)
 }
 
 /*
- * Whether e is a positive, non-NULL constant LIMIT.  Parse analysis leaves
- * `LIMIT 1` as a cast of an int4 constant to int8: fold it first.
+ * A LIMIT or OFFSET as a constant int64 (NULL: 0), or -1 if it is not one.
+ * Parse analysis leaves `LIMIT 1` as a cast of an int4 constant to int8:
+ * folded first.
  */
-static bool
-is_positive_limit(Node *e)
+static int64
+constant_count(Node *e)
 {
 	Const	   *c;
 
-	if (e == NULL || contain_volatile_functions(e))
-		return false;
+	if (e == NULL)
+		return 0;
+	if (contain_volatile_functions(e))
+		return -1;
 	e = eval_const_expressions(NULL, copyObject(e));
 	if (!IsA(e, Const))
-		return false;
+		return -1;
 	c = (Const *) e;
-	return c->consttype == INT8OID && !c->constisnull && DatumGetInt64(c->constvalue) >= 1;
+	if (c->consttype != INT8OID)
+		return -1;
+	if (c->constisnull)
+		return 0;
+	return DatumGetInt64(c->constvalue) < 0 ? -1 : DatumGetInt64(c->constvalue);
+}
+
+/* Whether e is a positive, non-NULL constant LIMIT. */
+static bool
+is_positive_limit(Node *e)
+{
+	return e != NULL && constant_count(e) >= 1;
 }
 
 /*
@@ -464,27 +478,6 @@ column_collation(Oid relid, AttrNumber attnum)
 
 	get_atttypetypmodcoll(relid, attnum, &type, &typmod, &coll);
 	return coll;
-}
-
-/* A LIMIT or OFFSET as a constant int64 (NULL: 0), or -1 if it is not one. */
-static int64
-constant_count(Node *e)
-{
-	Const	   *c;
-
-	if (e == NULL)
-		return 0;
-	if (contain_volatile_functions(e))
-		return -1;
-	e = eval_const_expressions(NULL, copyObject(e));
-	if (!IsA(e, Const))
-		return -1;
-	c = (Const *) e;
-	if (c->consttype != INT8OID)
-		return -1;
-	if (c->constisnull)
-		return 0;
-	return DatumGetInt64(c->constvalue) < 0 ? -1 : DatumGetInt64(c->constvalue);
 }
 
 /*
