@@ -2,7 +2,7 @@
 # against a running server; `bash test/run-tests.sh` runs every suite.
 
 EXTENSION = paidb paidb_openpai
-EXTVERSION = 0.2
+EXTVERSION = 0.3
 
 MODULE_big = paidb
 # Objects are listed explicitly: a stray file in src/ must not change the build.
@@ -37,7 +37,9 @@ OBJS = \
 DATA = \
 	sql/paidb--0.1.sql \
 	sql/paidb--0.1--0.2.sql \
-	sql/paidb_openpai--0.2.sql
+	sql/paidb--0.2--0.3.sql \
+	sql/paidb_openpai--0.2.sql \
+	sql/paidb_openpai--0.2--0.3.sql
 PGFILEDESC = "paidb - OpenPAI jobs in PostgreSQL, synchronised with Kubernetes"
 
 PG_CPPFLAGS = -I$(srcdir)/src $(shell pkg-config --cflags json-c libcurl zlib yaml-0.1)
