@@ -17,6 +17,8 @@ OBJS = \
 	src/openpai_import.o \
 	src/openpai_counts.o \
 	src/openpai_tags.o \
+	src/rewrite_guard.o \
+	src/rewrite_perms.o \
 	src/job_state.o \
 	src/job_config.o \
 	src/snapshot.o \
@@ -50,7 +52,7 @@ PG_CFLAGS = -Wall -Wextra -Wno-unused-parameter
 
 # pg_regress suites (sql/NAME.sql, expected/NAME.out); they need no preload.
 REGRESS = init merge_patch history framework_state snapshot write_merger bad_input addons \
-	openpai_views openpai_task_history openpai_import life_cycle openpai_counts openpai_tags
+	openpai_views openpai_task_history openpai_import life_cycle openpai_counts openpai_tags openpai_exact
 REGRESS_OPTS = --inputdir=$(srcdir) --dbname=paidb_regression
 
 # TAP tests (PostgreSQL::Test::Cluster + the fake API server) run with

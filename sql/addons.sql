@@ -2,7 +2,7 @@
 -- stored (SPEC §8): each slot takes one kind, a DNS-1123 subdomain name,
 -- and no namespace but paidb.k8s_namespace.  A refused call stores nothing.
 DROP EXTENSION IF EXISTS paidb CASCADE;
-CREATE EXTENSION paidb;
+CREATE EXTENSION paidb CASCADE;
 \pset tuples_only on
 \pset format unaligned
 -- the error with its detail: the detail says what is wrong

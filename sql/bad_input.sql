@@ -1,7 +1,7 @@
 -- Bad input is refused with its SQLSTATE and a message a rest-server
 -- developer can act on, and nothing is stored (SPEC §3).
 DROP EXTENSION IF EXISTS paidb CASCADE;
-CREATE EXTENSION paidb;
+CREATE EXTENSION paidb CASCADE;
 CREATE FUNCTION pg_temp.try(sql text) RETURNS text LANGUAGE plpgsql AS $$
 BEGIN EXECUTE sql; RETURN 'ok';
 EXCEPTION WHEN OTHERS THEN RETURN SQLSTATE || ': ' || SQLERRM;

@@ -1,7 +1,7 @@
 -- paidb.framework_state: the job state of SPEC section 4.
 -- (quietly: the extension may be there already, e.g. after the init test)
 SET client_min_messages = warning;
-CREATE EXTENSION IF NOT EXISTS paidb;
+CREATE EXTENSION IF NOT EXISTS paidb CASCADE;
 RESET client_min_messages;
 
 -- Not strict: a null exit code is meaningful.

@@ -1,7 +1,7 @@
 -- paidb.history_uid and paidb.record_history: the attempt history of frameworks.
 -- (quietly: the extension may be there already, e.g. after the init test)
 SET client_min_messages = warning;
-CREATE EXTENSION IF NOT EXISTS paidb;
+CREATE EXTENSION IF NOT EXISTS paidb CASCADE;
 RESET client_min_messages;
 
 -- Runs a statement and says how it ended: 'ok' or 'SQLSTATE: message'.

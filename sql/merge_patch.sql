@@ -1,7 +1,7 @@
 -- paidb.jsonb_merge_patch: RFC 7396 JSON merge patch on binary jsonb.
 -- (quietly: the extension may be there already, e.g. after the init test)
 SET client_min_messages = warning;
-CREATE EXTENSION IF NOT EXISTS paidb;
+CREATE EXTENSION IF NOT EXISTS paidb CASCADE;
 RESET client_min_messages;
 
 -- Runs a statement and says how it ended: 'ok' or 'SQLSTATE: message'.

@@ -7,7 +7,7 @@ SET client_min_messages = warning;
 DROP EXTENSION IF EXISTS paidb_openpai;
 DROP EXTENSION IF EXISTS paidb CASCADE;
 RESET client_min_messages;
-CREATE EXTENSION paidb;
+CREATE EXTENSION paidb CASCADE;
 CREATE EXTENSION paidb_openpai;
 SET search_path = openpai, public;
 
@@ -77,7 +77,9 @@ INSERT INTO pages VALUES
  (1, $q$SELECT "framework".*, "tags"."uid" AS "tags.uid", "tags"."name" AS "tags.name" FROM (SELECT "framework"."name", "framework"."jobName", "framework"."submissionTime" FROM "frameworks" AS "framework" WHERE "framework"."name" IN (SELECT "frameworkName" FROM "tags" WHERE "tags"."name" IN ('t')) AND ( SELECT "frameworkName" FROM "tags" AS "tags" WHERE ("tags"."frameworkName" = "framework"."name") LIMIT 1 ) IS NOT NULL ORDER BY "framework"."submissionTime" DESC LIMIT 5 OFFSET 0) AS "framework" INNER JOIN "tags" AS "tags" ON "framework"."name" = "tags"."frameworkName" ORDER BY "framework"."submissionTime" DESC, "tags"."name"$q$),
 -- with a user and two tags, and on page 2
  (2, $q$SELECT "framework".*, "tags"."name" AS "tags.name" FROM (SELECT "framework"."name", "framework"."submissionTime" FROM "frameworks" AS "framework" WHERE "framework"."userName" IN ('u0') AND "framework"."name" IN (SELECT "frameworkName" FROM "tags" WHERE "tags"."name" IN ('t', 'u')) AND ( SELECT "frameworkName" FROM "tags" AS "tags" WHERE ("tags"."frameworkName" = "framework"."name") LIMIT 1 ) IS NOT NULL ORDER BY "framework"."submissionTime" DESC LIMIT 3 OFFSET 3) AS "framework" INNER JOIN "tags" AS "tags" ON "framework"."name" = "tags"."frameworkName" ORDER BY "framework"."submissionTime" DESC, "tags"."name"$q$),
--- the same tests alone, either order, the equality either way round: dropped
+-- the same tests alone, either order, the equality either way round:
+-- dropped, but not with LIMIT 2 (a job with two tags makes that test fail
+-- with 21000, which dropping it would hide)
  (3, $q$SELECT name FROM frameworks f WHERE (SELECT "frameworkName" FROM tags WHERE f.name = "frameworkName" LIMIT 2) IS NOT NULL AND name IN (SELECT "frameworkName" FROM tags WHERE tags.name = 'v') ORDER BY name$q$),
 -- a tag that no job carries: dropped, and the page is empty
  (4, $q$SELECT name FROM frameworks f WHERE name IN (SELECT "frameworkName" FROM tags WHERE tags.name = 'nobody') AND (SELECT "frameworkName" FROM tags WHERE "frameworkName" = f.name LIMIT 1) IS NOT NULL$q$),

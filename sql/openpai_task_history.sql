@@ -3,7 +3,7 @@
 SET client_min_messages = warning;
 DROP EXTENSION IF EXISTS paidb_openpai;
 DROP EXTENSION IF EXISTS paidb CASCADE;
-CREATE EXTENSION paidb;
+CREATE EXTENSION paidb CASCADE;
 RESET client_min_messages;
 -- errors without the PL/pgSQL line numbers of CONTEXT
 \set SHOW_CONTEXT never

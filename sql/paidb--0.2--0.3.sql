@@ -4,3 +4,30 @@
 -- (test/t/034_schema_upgrade.pl compares their dumps).
 
 \echo Use "ALTER EXTENSION paidb UPDATE TO '0.3'" to load this file. \quit
+
+-- A tag never outlives its job, enforced (SPEC §10): the tag counts of the
+-- openpai rewrites count tags for jobs, and are exact only if every tag has
+-- its job.  0.2 kept that by convention (delete_job deleted the tags
+-- first); a job row deleted any other way left its tags.  Tags whose job is
+-- already gone are dropped first, and counted in a NOTICE.
+DO $do$
+DECLARE
+    n bigint;
+BEGIN
+    DELETE FROM paidb.tag t
+     WHERE NOT EXISTS (SELECT 1 FROM paidb.framework f
+                        WHERE f.name OPERATOR(pg_catalog.=) t.framework_name);
+    GET DIAGNOSTICS n = ROW_COUNT;
+    IF n OPERATOR(pg_catalog.>) 0 THEN
+        RAISE NOTICE 'dropped % tags of jobs that are not in paidb.framework', n;
+    END IF;
+END
+$do$;
+-- (the unique key (framework_name, name) serves the cascade's look-ups)
+ALTER TABLE paidb.tag ADD CONSTRAINT tag_framework_name_fkey
+    FOREIGN KEY (framework_name) REFERENCES paidb.framework (name) ON DELETE CASCADE;
+
+-- pg_trgm is required from 0.3 on (paidb.control: CREATE EXTENSION paidb
+-- CASCADE brings it), so the keyword indexes exist on every install and
+-- upgrade; a 0.2 database made without pg_trgm gets them here.
+SELECT paidb.create_keyword_indexes();

@@ -1,6 +1,6 @@
 -- Columns derived from a snapshot (SPEC §2): one place computes them all.
 DROP EXTENSION IF EXISTS paidb CASCADE;
-CREATE EXTENSION paidb;
+CREATE EXTENSION paidb CASCADE;
 SET timezone = 'UTC';
 
 -- A realistic OpenPAI framework with a YAML config annotation.

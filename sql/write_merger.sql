@@ -2,7 +2,7 @@
 -- API server: submit twice, stop, duplicated request, retain mode, changed
 -- generation, deletions, retries and their history, a bulk job.
 DROP EXTENSION IF EXISTS paidb CASCADE;
-CREATE EXTENSION paidb;
+CREATE EXTENSION paidb CASCADE;
 SET timezone = 'UTC';
 CREATE FUNCTION pg_temp.try(sql text) RETURNS text LANGUAGE plpgsql AS $$
 BEGIN EXECUTE sql; RETURN 'ok';

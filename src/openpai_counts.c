@@ -34,11 +34,20 @@
  * exact because a job's name and a tag's frameworkName are never NULL (so
  * NOT IN is the complement of IN) and both sub-selects read one snapshot.
  *
- * Anything else (another column, another sub-select, a volatile function,
- * a GROUP BY, ...) is left alone, as is every query when
- * paidb.openpai_count_rewrite is off.  The rewrite needs no privilege the
- * original query did not: it is made only for a user who may read both the
- * view and the counts.
+ * Anything else (another column, another sub-select, a GROUP BY, ...) is
+ * left alone, as is every query when paidb.openpai_count_rewrite is off.
+ * What makes each form exact, besides the shape (SPEC §10):
+ *
+ * - The filter cannot fail or act (rewrite_guard.c): it is evaluated on
+ *   every count key, including keys whose jobs have all moved on (a zero
+ *   sum, or a delta row of a job that left and came back), where on the
+ *   jobs it never was.  Where it could fail there, no rewrite.
+ * - Privileges: the view's check and those of its expansion are kept in
+ *   the rewritten query, and the counts are read unchecked
+ *   (rewrite_perms.c): the same checks, for whoever runs it.
+ * - Row security: a count of the rows a policy shows is not a sum of
+ *   counts; no rewrite where any table involved has it enabled.
+ * - Never inside a stored definition (rewrite_guard.c).
  */
 #include "postgres.h"
 
@@ -68,6 +77,8 @@
 #include "guc.h"
 #include "openpai_counts.h"
 #include "openpai_tags.h"
+#include "rewrite_guard.h"
+#include "rewrite_perms.h"
 
 /* the count key's columns in the openpai views (the names both views use) */
 static const char *const key_columns[] = {
@@ -76,14 +87,28 @@ static const char *const key_columns[] = {
 
 static post_parse_analyze_hook_type prev_post_parse_analyze = NULL;
 
-/* What a rewrite needs to know about the two views. */
+/*
+ * The counts as a sub-query, read on paidb's own account: the keys with
+ * the frameworks view's column names, and n.  (openpai.framework_counts is
+ * the same for a reader, but reading it would check the reader's rights to
+ * the count tables, which the query as written does not.)
+ */
+static const char *const counts_sql =
+"SELECT openpai.sum_counts(c.n) FROM ("
+"SELECT user_name AS \"userName\", virtual_cluster AS \"virtualCluster\", state,"
+" job_priority AS \"jobPriority\", archived, n FROM paidb.job_count "
+"UNION ALL "
+"SELECT user_name, virtual_cluster, state, job_priority, archived, n::pg_catalog.int8"
+" FROM paidb.job_count_delta) c";
+
+/* What a rewrite needs to know about the views and the counts. */
 typedef struct CountTarget
 {
 	Oid			frameworks;		/* openpai.frameworks */
-	Oid			counts;			/* openpai.framework_counts */
 	Oid			tags;			/* openpai.tags */
+	List	   *checks;			/* what the query as written checks */
 	AttrNumber	map[MaxHeapAttributeNumber + 1];	/* frameworks attno ->
-													 * counts attno (0: none) */
+													 * counts column (0: none) */
 } CountTarget;
 
 /* count(*), or count(c) of the view's never-null name column */
@@ -126,7 +151,7 @@ is_count_shape(Query *query)
 		query->querySource != QSRC_ORIGINAL || !query->hasAggs ||
 		query->hasWindowFuncs || query->hasTargetSRFs ||
 		query->hasDistinctOn || query->hasRecursive || query->hasModifyingCTE ||
-		query->hasForUpdate || query->hasRowSecurity || query->cteList != NIL ||
+		query->hasForUpdate || query->cteList != NIL ||
 		query->groupClause != NIL || query->groupingSets != NIL ||
 		query->havingQual != NULL || query->windowClause != NIL ||
 		query->distinctClause != NIL || query->sortClause != NIL ||
@@ -145,66 +170,78 @@ is_count_shape(Query *query)
 }
 
 /*
- * The two views of paidb_openpai, if rte names its frameworks view and the
- * user may read what both read; fills the column map.
+ * The views of paidb_openpai, if rte names its frameworks view; collects
+ * what reading it checks, and false where row security applies to any
+ * table involved (the view's or the counts').
  */
 static bool
-find_target(RangeTblEntry *rte, CountTarget *t)
+find_target(Query *query, RangeTblEntry *rte, CountTarget *t)
 {
 	Oid			nsp = get_namespace_oid("openpai", true);
 	Oid			ext;
-	Oid			summary;
+	Oid			paidb_nsp;
 	Oid			job_count;
 	Oid			job_count_delta;
-	Oid			paidb_nsp;
-	Oid			user = GetUserId();
-	int			i;
 
 	if (!OidIsValid(nsp))
 		return false;
 	t->frameworks = get_relname_relid("frameworks", nsp);
 	if (t->frameworks != rte->relid)
 		return false;
-	t->counts = get_relname_relid("framework_counts", nsp);
 	t->tags = get_relname_relid("tags", nsp);
 	ext = get_extension_oid("paidb_openpai", true);
 	paidb_nsp = get_namespace_oid("paidb", true);
-	if (!OidIsValid(t->counts) || !OidIsValid(ext) || !OidIsValid(paidb_nsp) ||
-		getExtensionOfObject(RelationRelationId, t->frameworks) != ext ||
-		getExtensionOfObject(RelationRelationId, t->counts) != ext)
+	if (!OidIsValid(ext) || !OidIsValid(paidb_nsp) ||
+		getExtensionOfObject(RelationRelationId, t->frameworks) != ext)
 		return false;
-	summary = get_relname_relid("job_summary", paidb_nsp);
+	if (OidIsValid(t->tags) && getExtensionOfObject(RelationRelationId, t->tags) != ext)
+		t->tags = InvalidOid;
 	job_count = get_relname_relid("job_count", paidb_nsp);
 	job_count_delta = get_relname_relid("job_count_delta", paidb_nsp);
-	if (!OidIsValid(summary) || !OidIsValid(job_count) || !OidIsValid(job_count_delta) ||
-		pg_class_aclcheck(t->frameworks, user, ACL_SELECT) != ACLCHECK_OK ||
-		pg_class_aclcheck(summary, user, ACL_SELECT) != ACLCHECK_OK ||
-		pg_class_aclcheck(t->counts, user, ACL_SELECT) != ACLCHECK_OK ||
-		pg_class_aclcheck(job_count, user, ACL_SELECT) != ACLCHECK_OK ||
-		pg_class_aclcheck(job_count_delta, user, ACL_SELECT) != ACLCHECK_OK)
+	if (!OidIsValid(job_count) || !OidIsValid(job_count_delta) ||
+		paidb_has_row_security(job_count) || paidb_has_row_security(job_count_delta))
 		return false;
+	t->checks = NIL;
+	return paidb_collect_checks(query, rte, &t->checks);
+}
+
+/*
+ * The counts sub-query, and the map from the view's key columns to its
+ * columns (same type, typmod and collation), or NULL.
+ */
+static Query *
+counts_subquery(CountTarget *t)
+{
+	Query	   *count = paidb_internal_select(counts_sql);
+	RangeTblEntry *c = linitial_node(RangeTblEntry, count->rtable);
+	Query	   *keys = c->subquery;
+	int			i;
 
 	memset(t->map, 0, sizeof(t->map));
 	for (i = 0; i < (int) lengthof(key_columns); i++)
 	{
 		AttrNumber	from = get_attnum(t->frameworks, key_columns[i]);
-		AttrNumber	to = get_attnum(t->counts, key_columns[i]);
-		Oid			ftype,
-					ttype,
-					fcoll,
-					tcoll;
-		int32		fmod,
-					tmod;
+		Oid			ftype;
+		int32		fmod;
+		Oid			fcoll;
+		ListCell   *lc;
 
-		if (from <= 0 || to <= 0)
-			return false;
+		if (from <= 0)
+			return NULL;
 		get_atttypetypmodcoll(t->frameworks, from, &ftype, &fmod, &fcoll);
-		get_atttypetypmodcoll(t->counts, to, &ttype, &tmod, &tcoll);
-		if (ftype != ttype || fmod != tmod || fcoll != tcoll)
-			return false;
-		t->map[from] = to;
+		foreach(lc, keys->targetList)
+		{
+			TargetEntry *te = lfirst_node(TargetEntry, lc);
+
+			if (te->resname != NULL && strcmp(te->resname, key_columns[i]) == 0 &&
+				exprType((Node *) te->expr) == ftype && exprTypmod((Node *) te->expr) == fmod &&
+				exprCollation((Node *) te->expr) == fcoll)
+				t->map[from] = te->resno;
+		}
+		if (t->map[from] == 0)
+			return NULL;
 	}
-	return true;
+	return count;
 }
 
 /* Whether a filter reads anything of the view besides count-key columns. */
@@ -245,82 +282,32 @@ map_columns(Node *node, CountTarget *t)
 	return expression_tree_mutator(node, map_columns, (void *) t);
 }
 
-/* openpai.sum_counts(n) over the counts view, named as the count was. */
-static bool
-sum_of_counts(CountTarget *t, Aggref **out, AttrNumber *n_attno)
-{
-	Oid			argtypes[1] = {INT8OID};
-	Oid			fn = LookupFuncName(list_make2(makeString("openpai"), makeString("sum_counts")),
-									1, argtypes, true);
-	Aggref	   *agg;
-	Var		   *n;
-
-	*n_attno = get_attnum(t->counts, "n");
-	if (!OidIsValid(fn) || *n_attno <= 0 || get_atttype(t->counts, *n_attno) != INT8OID ||
-		get_func_rettype(fn) != INT8OID)
-		return false;
-	n = makeVar(1, *n_attno, INT8OID, -1, InvalidOid, 0);
-	agg = makeNode(Aggref);
-	agg->aggfnoid = fn;
-	agg->aggtype = INT8OID;
-	agg->aggcollid = InvalidOid;
-	agg->inputcollid = InvalidOid;
-	agg->aggtranstype = InvalidOid;	/* the planner fills it in */
-	agg->aggargtypes = list_make1_oid(INT8OID);
-	agg->args = list_make1(makeTargetEntry((Expr *) n, 1, NULL, false));
-	agg->aggkind = AGGKIND_NORMAL;
-	agg->aggsplit = AGGSPLIT_SIMPLE;
-	agg->aggno = -1;
-	agg->aggtransno = -1;
-	agg->location = -1;
-	*out = agg;
-	return true;
-}
-
 /*
  * Make query (a count over openpai.frameworks whose filter reads only the
- * count key) the sum of the matching counts.  False, with nothing changed,
- * if it is not one.
+ * count key and cannot fail) the sum of the matching counts.  False, with
+ * nothing changed, if it is not one.  The caller keeps the checks.
  */
 static bool
 rewrite_key_count(Query *query, CountTarget *t)
 {
-	RangeTblEntry *rte = linitial_node(RangeTblEntry, query->rtable);
 	TargetEntry *te = linitial_node(TargetEntry, query->targetList);
-	Aggref	   *sum;
-	AttrNumber	n_attno;
-	List	   *colnames = NIL;
-	Bitmapset  *cols = NULL;
-	Relation	rel;
-	TupleDesc	desc;
-	int			i;
+	Query	   *count;
+	TargetEntry *sum;
+	Node	   *quals = query->jointree->quals;
 
-	if (reads_beyond_key(query->jointree->quals, t) ||
-		contain_volatile_functions(query->jointree->quals))
+	/* the sub-query first: it fills the column map the filter is read by */
+	count = counts_subquery(t);
+	if (count == NULL || reads_beyond_key(quals, t) || contain_volatile_functions(quals) ||
+		!paidb_expr_cannot_raise(quals))
 		return false;
-	if (!sum_of_counts(t, &sum, &n_attno))
-		return false;
+	sum = linitial_node(TargetEntry, count->targetList);
+	sum->resname = te->resname;
+	sum->resorigtbl = InvalidOid;
+	sum->resorigcol = 0;
 
-	/* locked from here on, as parse analysis locks what it reads */
-	rel = relation_open(t->counts, AccessShareLock);
-	desc = RelationGetDescr(rel);
-	for (i = 0; i < desc->natts; i++)
-	{
-		Form_pg_attribute att = TupleDescAttr(desc, i);
-
-		/* as the parser names columns: dropped ones by "" */
-		colnames = lappend(colnames, makeString(pstrdup(att->attisdropped ? "" : NameStr(att->attname))));
-		if (!att->attisdropped)
-			cols = bms_add_member(cols, att->attnum - FirstLowInvalidHeapAttributeNumber);
-	}
-	relation_close(rel, NoLock);
-
-	query->jointree->quals = map_columns(query->jointree->quals, t);
-	te->expr = (Expr *) sum;
-	rte->relid = t->counts;
-	rte->eref = makeAlias(rte->eref->aliasname, colnames);
-	rte->selectedCols = cols;
-	rte->requiredPerms = ACL_SELECT;
+	query->rtable = count->rtable;
+	query->jointree->quals = map_columns(quals, t);
+	query->targetList = list_make1(sum);
 	return true;
 }
 
@@ -415,24 +402,37 @@ tagged_jobs_count(SubLink *in)
 	return q;
 }
 
-/* SELECT (sub) in place of the count; no range table of its own. */
+/*
+ * SELECT (value) in place of the count; no range table of its own (the
+ * caller appends the checks of the query as written).
+ */
 static void
-replace_with(Query *query, Node *value, bool keep_view)
+replace_with(Query *query, Node *value)
 {
 	TargetEntry *te = linitial_node(TargetEntry, query->targetList);
 
 	te->expr = (Expr *) value;
 	te->resorigtbl = InvalidOid;
 	te->resorigcol = 0;
-	/*
-	 * Unreferenced, the view's entry is not expanded but its privilege is
-	 * still checked when the statement runs, as before the rewrite.
-	 */
-	if (!keep_view)
-		query->rtable = NIL;
+	query->rtable = NIL;
 	query->jointree = makeFromExpr(NIL, NULL);
 	query->hasAggs = false;
 	query->hasSubLinks = true;
+}
+
+/*
+ * Whether a tags IN may be counted another way: its filter cannot fail
+ * (it may be evaluated on other tag rows, in another order) and no table
+ * under openpai.tags has row security.
+ */
+static bool
+tags_in_is_countable(SubLink *in)
+{
+	Query	   *sel = (Query *) in->subselect;
+	List	   *ignored = NIL;
+
+	return paidb_expr_cannot_raise(sel->jointree->quals) &&
+		paidb_collect_checks(sel, linitial_node(RangeTblEntry, sel->rtable), &ignored);
 }
 
 /*
@@ -441,25 +441,26 @@ replace_with(Query *query, Node *value, bool keep_view)
  * the jobs that carry them probed every job: 150 ms for two tags at a
  * million jobs).
  */
-static void
+static bool
 rewrite_tagged_count(Query *query, CountTarget *t)
 {
 	List	   *arms = make_ands_implicit((Expr *) query->jointree->quals);
 	SubLink    *in;
 
 	if (list_length(arms) != 1)
-		return;
+		return false;
 	in = paidb_tags_in_sublink((Node *) linitial(arms), query, t->frameworks, t->tags);
-	if (in == NULL)
-		return;
-	replace_with(query, (Node *) scalar_sublink(tagged_jobs_count(in)), true);
+	if (in == NULL || !tags_in_is_countable(in))
+		return false;
+	replace_with(query, (Node *) scalar_sublink(tagged_jobs_count(in)));
+	return true;
 }
 
 /*
  * A count whose filter is count-key conditions and one tags NOT IN:
  * the key count less the count of the jobs matching it that carry the tags.
  */
-static void
+static bool
 rewrite_complement_count(Query *query, CountTarget *t)
 {
 	List	   *arms = make_ands_implicit((Expr *) query->jointree->quals);
@@ -477,21 +478,21 @@ rewrite_complement_count(Query *query, CountTarget *t)
 		if (sub != NULL)
 		{
 			if (in != NULL)
-				return;			/* one such arm only */
+				return false;	/* one such arm only */
 			in = sub;
 		}
 		else
 			key_arms = lappend(key_arms, arm);
 	}
-	if (in == NULL)
-		return;
+	if (in == NULL || !tags_in_is_countable(in))
+		return false;
 
 	/* the jobs matching the key conditions, from the counts */
 	keyed = copyObject(query);
 	keyed->jointree->quals = key_arms == NIL ? NULL : (Node *) make_ands_explicit(copyObject(key_arms));
 	keyed->hasSubLinks = false;
 	if (!rewrite_key_count(keyed, t))
-		return;
+		return false;
 
 	/* those of them that carry the tags, counted (on the tags alone for all jobs) */
 	if (key_arms == NIL)
@@ -506,8 +507,8 @@ rewrite_complement_count(Query *query, CountTarget *t)
 	/* SELECT (keyed) - (carrying) */
 	replace_with(query, (Node *) makeFuncExpr(F_INT8MI, INT8OID,
 											  list_make2(scalar_sublink(keyed), scalar_sublink(carrying)),
-											  InvalidOid, InvalidOid, COERCE_EXPLICIT_CALL),
-				 true);
+											  InvalidOid, InvalidOid, COERCE_EXPLICIT_CALL));
+	return true;
 }
 
 /* Rewrite the count if it has the shape and the filter allows it. */
@@ -517,19 +518,18 @@ rewrite_count(Query *query)
 	RangeTblEntry *rte = linitial_node(RangeTblEntry, query->rtable);
 	TargetEntry *te = linitial_node(TargetEntry, query->targetList);
 	CountTarget t;
+	bool		done;
 
 	/* the cheap test first: most aggregates over a view are not this */
-	if (!is_count_of_jobs((Node *) te->expr, rte->relid) || !find_target(rte, &t))
+	if (!is_count_of_jobs((Node *) te->expr, rte->relid) || !find_target(query, rte, &t))
 		return;
 	if (!query->hasSubLinks)
-		(void) rewrite_key_count(query, &t);
-	else if (OidIsValid(t.tags) &&
-			 getExtensionOfObject(RelationRelationId, t.tags) == get_extension_oid("paidb_openpai", true))
-	{
-		rewrite_complement_count(query, &t);
-		if (query->hasAggs)
-			rewrite_tagged_count(query, &t);
-	}
+		done = rewrite_key_count(query, &t);
+	else
+		done = OidIsValid(t.tags) &&
+			(rewrite_complement_count(query, &t) || rewrite_tagged_count(query, &t));
+	if (done)
+		paidb_append_checks(query, t.checks);
 }
 
 static void
@@ -537,7 +537,7 @@ counts_post_parse_analyze(ParseState *pstate, Query *query, JumbleState *jstate)
 {
 	if (prev_post_parse_analyze)
 		prev_post_parse_analyze(pstate, query, jstate);
-	if (IsBinaryUpgrade)
+	if (!paidb_rewrites_allowed())
 		return;
 	if (paidb_openpai_count_rewrite && is_count_shape(query))
 		rewrite_count(query);

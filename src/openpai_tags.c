@@ -52,6 +52,7 @@
 #include "commands/extension.h"
 #include "access/table.h"
 #include "catalog/pg_namespace.h"
+#include "catalog/pg_collation.h"
 #include "miscadmin.h"
 #include "nodes/makefuncs.h"
 #include "nodes/nodeFuncs.h"
@@ -66,6 +67,8 @@
 #include "utils/syscache.h"
 
 #include "openpai_tags.h"
+#include "rewrite_guard.h"
+#include "rewrite_perms.h"
 
 /* More tags than this in one IN: no bound (one sub-select per tag). */
 #define MAX_BOUNDED_TAGS 32
@@ -147,6 +150,7 @@ paidb_tags_in_sublink(Node *node, Query *query, Oid frameworks, Oid tags)
 		return NULL;
 	eq = (OpExpr *) sub->testexpr;
 	if (eq->opno != TextEqualOperator || list_length(eq->args) != 2 ||
+		!OidIsValid(eq->inputcollid) || !get_collation_isdeterministic(eq->inputcollid) ||
 		!paidb_is_column_of(linitial(eq->args), query, frameworks, "name") ||
 		!IsA(lsecond(eq->args), Param))
 		return NULL;
@@ -154,7 +158,8 @@ paidb_tags_in_sublink(Node *node, Query *query, Oid frameworks, Oid tags)
 	if (param->paramkind != PARAM_SUBLINK || param->paramid != 1)
 		return NULL;
 	sel = (Query *) sub->subselect;
-	if (!is_plain_select(sel) || sel->limitCount != NULL || sel->limitOffset != NULL)
+	if (!is_plain_select(sel) || sel->limitCount != NULL || sel->limitOffset != NULL ||
+		sel->hasSubLinks || sel->querySource != QSRC_ORIGINAL)
 		return NULL;
 	te = linitial_node(TargetEntry, sel->targetList);
 	if (te->resjunk || !paidb_is_column_of((Node *) te->expr, sel, tags, "frameworkName") ||
@@ -206,11 +211,14 @@ constant_count(Node *e)
 	return DatumGetInt64(c->constvalue) < 0 ? -1 : DatumGetInt64(c->constvalue);
 }
 
-/* Whether e is a positive, non-NULL constant LIMIT. */
+/*
+ * Whether e is the constant LIMIT 1: with more, a job with several tags
+ * makes the scalar sub-select fail (21000), which dropping it would hide.
+ */
 static bool
-is_positive_limit(Node *e)
+is_limit_one(Node *e)
 {
-	return e != NULL && constant_count(e) >= 1;
+	return e != NULL && constant_count(e) == 1;
 }
 
 /*
@@ -229,7 +237,7 @@ is_some_tag_of(SubLink *sub, Var *name, Oid collation, TagViews *v)
 	Node	   *outer;
 
 	if (!is_plain_select(sel) || sel->limitOffset != NULL ||
-		sel->limitOption != LIMIT_OPTION_COUNT || !is_positive_limit(sel->limitCount) ||
+		sel->limitOption != LIMIT_OPTION_COUNT || !is_limit_one(sel->limitCount) ||
 		sel->hasSubLinks || sel->jointree->quals == NULL || !IsA(sel->jointree->quals, OpExpr))
 		return false;
 	te = linitial_node(TargetEntry, sel->targetList);
@@ -290,54 +298,112 @@ resolve_views(TagViews *v)
 	return true;
 }
 
-/* Drop the implied tests from one query's WHERE. */
-static void
-drop_in_query(Query *query, TagViews *v)
+/* Whether arm is a has-a-tag test that a tags IN among arms implies. */
+static bool
+is_implied_tag_test(Node *arm, List *arms, Query *query, TagViews *v)
 {
-	List	   *arms;
-	List	   *kept = NIL;
+	SubLink    *test = not_null_scalar(arm);
 	ListCell   *lc;
-	bool		candidate = false;
 
-	arms = make_ands_implicit((Expr *) query->jointree->quals);
+	if (test == NULL)
+		return false;
 	foreach(lc, arms)
-		if (not_null_scalar((Node *) lfirst(lc)) != NULL)
-			candidate = true;
-	/* the catalogs only for a query that could have the shape */
-	if (!candidate || !resolve_views(v))
-		return;
+	{
+		SubLink    *in = paidb_tags_in_sublink((Node *) lfirst(lc), query, v->frameworks, v->tags);
+		OpExpr	   *eq;
+
+		if (in == NULL)
+			continue;
+		eq = (OpExpr *) in->testexpr;
+		if (is_some_tag_of(test, linitial_node(Var, eq->args), eq->inputcollid, v))
+			return true;
+	}
+	return false;
+}
+
+/*
+ * Drop the implied tests from one query level's WHERE; adds to *checks what
+ * the dropped sub-selects checked.  False (nothing changed) where a table
+ * under one of them has row security.
+ */
+static bool
+drop_in_query(Query *query, TagViews *v, List **checks)
+{
+	List	   *arms = make_ands_implicit((Expr *) query->jointree->quals);
+	List	   *kept = NIL;
+	List	   *dropped = NIL;
+	ListCell   *lc;
 
 	foreach(lc, arms)
 	{
 		Node	   *arm = (Node *) lfirst(lc);
-		SubLink    *test = not_null_scalar(arm);
-		bool		implied = false;
-		ListCell   *lc2;
 
-		if (test != NULL)
+		if (is_implied_tag_test(arm, arms, query, v))
 		{
-			foreach(lc2, arms)
-			{
-				SubLink    *in = paidb_tags_in_sublink((Node *) lfirst(lc2), query, v->frameworks, v->tags);
-				OpExpr	   *eq;
+			Query	   *sel = (Query *) not_null_scalar(arm)->subselect;
 
-				if (in == NULL)
-					continue;
-				eq = (OpExpr *) in->testexpr;
-				if (is_some_tag_of(test, linitial_node(Var, eq->args), eq->inputcollid, v))
-				{
-					implied = true;
-					break;
-				}
-			}
+			if (!paidb_collect_checks(sel, linitial_node(RangeTblEntry, sel->rtable), &dropped))
+				return false;
 		}
-		if (!implied)
+		else
 			kept = lappend(kept, arm);
 	}
 	if (list_length(kept) != list_length(arms))
+	{
 		query->jointree->quals = (Node *) make_ands_explicit(kept);
+		*checks = list_concat(*checks, dropped);
+	}
+	return true;
 }
 
+/*
+ * Whether a query level may be rewritten at all (SPEC §10): a SELECT from
+ * openpai.frameworks alone (one range-table entry, no join: a page bound
+ * or a dropped test argued over "the jobs of this WHERE" holds for nothing
+ * else), no locking, no set-returning or volatile function, no row security
+ * under the view, and nothing but the tag tests themselves that could fail
+ * (a rewrite changes which rows, and in which order, the rest is evaluated
+ * on).  The tag tests' own insides are checked where they are rewritten.
+ */
+static bool
+is_rewritable_level(Query *query, TagViews *v)
+{
+	List	   *arms;
+	List	   *ignored = NIL;
+	ListCell   *lc;
+
+	if (query->commandType != CMD_SELECT || query->utilityStmt != NULL ||
+		query->querySource != QSRC_ORIGINAL || !query->hasSubLinks ||
+		query->hasForUpdate || query->rowMarks != NIL || query->hasTargetSRFs ||
+		query->hasModifyingCTE || query->hasRecursive || query->cteList != NIL ||
+		query->setOperations != NULL || list_length(query->rtable) != 1 ||
+		query->jointree == NULL || query->jointree->quals == NULL ||
+		list_length(query->jointree->fromlist) != 1 ||
+		!IsA(linitial(query->jointree->fromlist), RangeTblRef) ||
+		linitial_node(RangeTblRef, query->jointree->fromlist)->rtindex != 1)
+		return false;
+	if (linitial_node(RangeTblEntry, query->rtable)->rtekind != RTE_RELATION ||
+		!resolve_views(v) || linitial_node(RangeTblEntry, query->rtable)->relid != v->frameworks)
+		return false;
+	if (contain_volatile_functions((Node *) query) ||
+		!paidb_collect_checks(query, linitial_node(RangeTblEntry, query->rtable), &ignored))
+		return false;
+	if (!paidb_expr_cannot_raise((Node *) query->targetList) ||
+		!paidb_expr_cannot_raise(query->havingQual) ||
+		!paidb_expr_cannot_raise(query->limitCount) ||
+		!paidb_expr_cannot_raise(query->limitOffset))
+		return false;
+	arms = make_ands_implicit((Expr *) query->jointree->quals);
+	foreach(lc, arms)
+	{
+		Node	   *arm = (Node *) lfirst(lc);
+
+		if (paidb_tags_in_sublink(arm, query, v->frameworks, v->tags) == NULL &&
+			!is_implied_tag_test(arm, arms, query, v) && !paidb_expr_cannot_raise(arm))
+			return false;
+	}
+	return true;
+}
 
 /* Moving a tags IN's filter from openpai.tags onto paidb.tag. */
 typedef struct RemapContext
@@ -345,7 +411,6 @@ typedef struct RemapContext
 	Oid			view;
 	Oid			table;
 	bool		ok;
-	Bitmapset  *cols;			/* paidb.tag columns read */
 } RemapContext;
 
 static Node *
@@ -388,7 +453,6 @@ remap_mutator(Node *node, RemapContext *cx)
 		moved->varattno = a;
 		moved->varattnosyn = a;
 		moved->varnosyn = 1;
-		cx->cols = bms_add_member(cx->cols, a - FirstLowInvalidHeapAttributeNumber);
 		return (Node *) moved;
 	}
 	if (IsA(node, Query) || IsA(node, SubLink) || IsA(node, Aggref) ||
@@ -405,7 +469,6 @@ static Var *
 frameworks_column(Query *query, int varno, Oid frameworks, const char *column, Oid type)
 {
 	AttrNumber	a = get_attnum(frameworks, column);
-	RangeTblEntry *rte = rt_fetch(varno, query->rtable);
 	Oid			t;
 	int32		typmod;
 	Oid			coll;
@@ -415,8 +478,10 @@ frameworks_column(Query *query, int varno, Oid frameworks, const char *column, O
 	get_atttypetypmodcoll(frameworks, a, &t, &typmod, &coll);
 	if (t != type)
 		return NULL;
-	/* the view's column privilege is checked as for any column read */
-	rte->selectedCols = bms_add_member(rte->selectedCols, a - FirstLowInvalidHeapAttributeNumber);
+	/*
+	 * Not added to the view's checked columns: the query as written does
+	 * not read it, and the job's own tag row carries the same value.
+	 */
 	return makeVar(varno, a, t, typmod, coll, 0);
 }
 
@@ -453,7 +518,8 @@ is_user_equality(Node *arm, Query *query, int varno, Oid frameworks)
 	if (!IsA(arm, OpExpr))
 		return false;
 	eq = (OpExpr *) arm;
-	if (eq->opno != TextEqualOperator || list_length(eq->args) != 2)
+	if (eq->opno != TextEqualOperator || list_length(eq->args) != 2 ||
+		!OidIsValid(eq->inputcollid) || !get_collation_isdeterministic(eq->inputcollid))
 		return false;
 	a = linitial(eq->args);
 	b = lsecond(eq->args);
@@ -495,7 +561,9 @@ several_tag_names(Node *quals, Oid tag_table)
 	if (quals == NULL || !IsA(quals, ScalarArrayOpExpr))
 		return NIL;
 	in = (ScalarArrayOpExpr *) quals;
+	/* equality under a deterministic collation is byte equality: the n-th times' test */
 	if (!in->useOr || in->opno != TextEqualOperator || list_length(in->args) != 2 ||
+		!OidIsValid(in->inputcollid) || !get_collation_isdeterministic(in->inputcollid) ||
 		!IsA(linitial(in->args), Var) || !IsA(lsecond(in->args), ArrayExpr))
 		return NIL;
 	col = linitial_node(Var, in->args);
@@ -536,14 +604,11 @@ nth_tag_time(Oid tag_table, Const *tag, Const *user, int64 n, Oid sortop, Oid eq
 	SortGroupClause *sort = makeNode(SortGroupClause);
 	List	   *tests;
 	SubLink    *sub;
-	Bitmapset  *cols = NULL;
 
 	table_close(rel, NoLock);
 	tests = list_make1(make_opclause(TextEqualOperator, BOOLOID, false,
 									 (Expr *) makeVar(1, name_att, TEXTOID, -1, coll, 0),
 									 (Expr *) copyObject(tag), InvalidOid, coll));
-	cols = bms_add_member(cols, name_att - FirstLowInvalidHeapAttributeNumber);
-	cols = bms_add_member(cols, time_att - FirstLowInvalidHeapAttributeNumber);
 	if (user != NULL)
 	{
 		tests = lappend(tests, make_opclause(TextEqualOperator, BOOLOID, false,
@@ -551,7 +616,6 @@ nth_tag_time(Oid tag_table, Const *tag, Const *user, int64 n, Oid sortop, Oid eq
 															  column_collation(tag_table, user_att), 0),
 											 (Expr *) copyObject(user), InvalidOid,
 											 column_collation(tag_table, user_att)));
-		cols = bms_add_member(cols, user_att - FirstLowInvalidHeapAttributeNumber);
 	}
 	{
 		ListCell   *lc;
@@ -559,7 +623,8 @@ nth_tag_time(Oid tag_table, Const *tag, Const *user, int64 n, Oid sortop, Oid eq
 		foreach(lc, tests)
 			set_opfuncid((OpExpr *) lfirst(lc));
 	}
-	nsitem->p_rte->selectedCols = cols;
+	/* read on paidb's account: the IN's own checks are kept (tag_order_test) */
+	paidb_rte_unchecked(q, nsitem->p_rte);
 
 	q->commandType = CMD_SELECT;
 	q->querySource = QSRC_ORIGINAL;
@@ -711,14 +776,18 @@ tag_order_test(Query *query, List *arms, SubLink *in, TagViews *v)
 	SubLink    *sub;
 	Node	   *user_arm = NULL;
 	Expr	   *bound = NULL;
+	List	   *checks = NIL;
 
 	if (sel->hasSubLinks || sel->jointree->quals == NULL ||
-		name->varlevelsup != 0 || name->varattno <= 0)
+		name->varlevelsup != 0 || name->varattno <= 0 ||
+		!paidb_expr_cannot_raise(sel->jointree->quals))
+		return NULL;
+	/* what reading the IN's openpai.tags checks, kept below */
+	if (!paidb_collect_checks(sel, linitial_node(RangeTblEntry, sel->rtable), &checks))
 		return NULL;
 	cx.view = v->tags;
 	cx.table = v->tag_table;
 	cx.ok = true;
-	cx.cols = NULL;
 	quals = remap_mutator(copyObject(sel->jointree->quals), &cx);
 	if (!cx.ok)
 		return NULL;
@@ -759,19 +828,19 @@ tag_order_test(Query *query, List *arms, SubLink *in, TagViews *v)
 	q->querySource = QSRC_ORIGINAL;
 	q->canSetTag = true;
 	/*
-	 * The IN's own openpai.tags stays in the range table, unreferenced, so
-	 * that the caller's rights to the view are checked as before (the way
-	 * PostgreSQL keeps a view's check after expanding it).
+	 * paidb.tag is read on paidb's account; the IN's openpai.tags and what
+	 * its expansion checks stay in the range table, unreferenced, so that
+	 * the caller's rights are checked exactly as before.
 	 */
-	q->rtable = lappend(pstate->p_rtable, copyObject(linitial_node(RangeTblEntry, sel->rtable)));
+	paidb_rte_unchecked(q, nsitem->p_rte);
+	q->rtable = pstate->p_rtable;
+	paidb_append_checks(q, checks);
 	rtr = makeNode(RangeTblRef);
 	rtr->rtindex = 1;
 	if (bound != NULL)
 	{
 		quals = (Node *) make_andclause(list_make2(quals, bound));
 		q->hasSubLinks = true;
-		cx.cols = bms_add_member(cx.cols, get_attnum(v->tag_table, "job_submission_time") -
-								 FirstLowInvalidHeapAttributeNumber);
 	}
 	q->jointree = makeFromExpr(list_make1(rtr), quals);
 
@@ -796,11 +865,9 @@ tag_order_test(Query *query, List *arms, SubLink *in, TagViews *v)
 			q->targetList = lappend(q->targetList,
 									makeTargetEntry((Expr *) makeVar(1, a, type, typmod, coll, 0),
 													++resno, pstrdup(columns[i]), false));
-			cx.cols = bms_add_member(cx.cols, a - FirstLowInvalidHeapAttributeNumber);
 			tests = lappend(tests, equals_column(copyObject(outer[i]), resno, ops[i]));
 		}
 	}
-	nsitem->p_rte->selectedCols = cx.cols;
 	free_parsestate(pstate);
 
 	sub = makeNode(SubLink);
@@ -811,21 +878,6 @@ tag_order_test(Query *query, List *arms, SubLink *in, TagViews *v)
 	sub->subselect = (Node *) q;
 	sub->location = -1;
 	return sub;
-}
-
-/* Whether relid is a table without row security (one catalog lookup). */
-static bool
-is_plain_table(Oid relid)
-{
-	HeapTuple	tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
-	bool		plain;
-
-	if (!HeapTupleIsValid(tuple))
-		return false;
-	plain = ((Form_pg_class) GETSTRUCT(tuple))->relkind == RELKIND_RELATION &&
-		!((Form_pg_class) GETSTRUCT(tuple))->relrowsecurity;
-	ReleaseSysCache(tuple);
-	return plain;
 }
 
 /*
@@ -845,8 +897,7 @@ is_submission_order_page(Query *query, TagViews *v)
 
 /*
  * Put the first tags IN of a page in submission order onto paidb.tag's
- * index, when the caller may read paidb.tag directly (as the openpai views'
- * invoker must anyway) and nothing filters its rows.
+ * index (read on paidb's account, its rows unfiltered by row security).
  */
 static void
 order_in_query(Query *query, TagViews *v)
@@ -861,10 +912,7 @@ order_in_query(Query *query, TagViews *v)
 		if (IsA(lfirst(lc), SubLink) && ((SubLink *) lfirst(lc))->subLinkType == ANY_SUBLINK)
 			break;
 	if (lc == NULL || !resolve_views(v) || !OidIsValid(v->tag_table) ||
-		!is_submission_order_page(query, v))
-		return;
-	if (pg_class_aclcheck(v->tag_table, GetUserId(), ACL_SELECT) != ACLCHECK_OK ||
-		!is_plain_table(v->tag_table))
+		!is_submission_order_page(query, v) || paidb_has_row_security(v->tag_table))
 		return;
 	foreach(lc, arms)
 	{
@@ -892,10 +940,14 @@ drop_walker(Node *node, TagViews *v)
 	{
 		Query	   *query = (Query *) node;
 
-		if (query->hasSubLinks && query->jointree != NULL && query->jointree->quals != NULL)
+		if (is_rewritable_level(query, v))
 		{
-			drop_in_query(query, v);
-			order_in_query(query, v);
+			List	   *checks = NIL;
+
+			if (drop_in_query(query, v, &checks))
+				order_in_query(query, v);
+			/* after both: they look at the level's one range-table entry */
+			paidb_append_checks(query, checks);
 		}
 		return query_tree_walker(query, drop_walker, (void *) v, 0);
 	}

@@ -9,6 +9,7 @@
 
 #include "guc.h"
 #include "openpai_counts.h"
+#include "rewrite_guard.h"
 #include "sync_signal.h"
 #include "worker_common.h"
 #include "worker_shmem.h"
@@ -23,6 +24,7 @@ _PG_init(void)
 {
 	paidb_define_gucs();
 	paidb_sync_signal_init();
+	paidb_rewrite_guard_init();
 	paidb_openpai_counts_init();
 
 	/* the SQL functions work without preloading; the workers need it */

@@ -59,7 +59,7 @@ paidb_start_pg "$DEMO/pg" "$PORT" \
     "paidb.resync_interval = '10s'"
 
 psql_() { su postgres -c "psql -X -q -h 127.0.0.1 -p $PORT -d postgres -v ON_ERROR_STOP=1 $*"; }
-psql_ "-c 'CREATE EXTENSION paidb'"
+psql_ "-c 'CREATE EXTENSION paidb CASCADE'"
 
 # An OpenPAI-style framework request: the name is md5(user~job), as OpenPAI makes it.
 submit() {  # job exit-codes max-retries run-seconds

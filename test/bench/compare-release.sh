@@ -152,7 +152,7 @@ awk '/^INSERT INTO bench.merge_patch_docs VALUES \(.request., \$json\$$/ {on = 1
 chmod 644 "$W"/*.sql "$W/request.json"
 for b in "${BUILDS[@]}"; do
     use_build "$b"
-    { psql -X -q -v ON_ERROR_STOP=1 -c "CREATE EXTENSION paidb" -f "$ROOT/test/bench/fixtures.sql" &&
+    { psql -X -q -v ON_ERROR_STOP=1 -c "CREATE EXTENSION paidb CASCADE" -f "$ROOT/test/bench/fixtures.sql" &&
       bench_event_setup_sql | psql -X -q -v ON_ERROR_STOP=1 &&
       psql -X -q -v ON_ERROR_STOP=1 -v doc="$(cat "$W/request.json")" <<'SQL'
 CREATE TABLE bench.mp (doc jsonb, patch jsonb);
@@ -241,7 +241,7 @@ e2e_run() {
     paidb_start_pg "$W/pg-$b" "${PORTS[$b]}" "shared_buffers = '512MB'" "max_connections = 50" \
         "shared_preload_libraries = 'paidb'" "paidb.k8s_api_server = '$fake_url'" || return 1
     use_build "$b"
-    psql -X -q -v ON_ERROR_STOP=1 -f "$ROOT/test/bench/fixtures.sql" -c "CREATE EXTENSION paidb" -c "CREATE SEQUENCE bench.e2e_seq" >/dev/null || return 1
+    psql -X -q -v ON_ERROR_STOP=1 -f "$ROOT/test/bench/fixtures.sql" -c "CREATE EXTENSION paidb CASCADE" -c "CREATE SEQUENCE bench.e2e_seq" >/dev/null || return 1
     [ "$suffix" = _nolist ] && job_list_triggers "$b" DISABLE
     workers_ready() { [ "$(q "SELECT bool_and(pid IS NOT NULL AND state NOT LIKE 'waiting%') FROM paidb.status()")" = t ]; }
     poll workers_ready 0.2 60 || { echo "compare: the workers of ${LABEL[$b]} did not start" >&2; return 1; }

@@ -3,7 +3,7 @@
 # implementation (test/bench/plpgsql_merge_patch.sql) and against jsonb ||,
 # the cheapest thing that rebuilds a jsonb value.
 #
-# Needs: PGHOST/PGPORT/PGUSER/PGDATABASE set, CREATE EXTENSION paidb done.
+# Needs: PGHOST/PGPORT/PGUSER/PGDATABASE set, CREATE EXTENSION paidb CASCADE done.
 # Creates/replaces the scratch schema "bench" (left in place).
 #
 # Two documents:

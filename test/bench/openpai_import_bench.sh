@@ -7,7 +7,7 @@
 # jsonb, nothing derived, no checks) into keyed tables of the same shape,
 # in the same run.  Medians of BENCH_RUNS (default 3) runs.
 #
-# Needs: PGHOST/PGPORT/PGUSER/PGDATABASE set, CREATE EXTENSION paidb and
+# Needs: PGHOST/PGPORT/PGUSER/PGDATABASE set, CREATE EXTENSION paidb CASCADE and
 # test/bench/fixtures.sql loaded, no paidb workers (it empties paidb's
 # tables).  BENCH_IMPORT_JOBS changes the number of jobs.
 set -euo pipefail

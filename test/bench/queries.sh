@@ -63,7 +63,7 @@ ms_since() { echo $(( ($(date +%s%N) - $1) / 1000000 )); }
 
 echo "== building $JOBS jobs (paidb 0.1), then ALTER EXTENSION paidb UPDATE"
 psql -X -q -d postgres -c "CREATE DATABASE jobs" || exit 1
-$PSQL -c "CREATE EXTENSION pg_trgm" -c "CREATE EXTENSION paidb VERSION '0.1'" -f "$W/fixtures.sql" >/dev/null || exit 1
+$PSQL -c "CREATE EXTENSION pg_trgm" -c "CREATE EXTENSION paidb VERSION '0.1' CASCADE" -f "$W/fixtures.sql" >/dev/null || exit 1
 t0=$(date +%s%N)
 $PSQL -v jobs="$JOBS" -f "$W/queries_data.sql" || exit 1
 echo "built $JOBS jobs in $(( $(ms_since $t0) / 1000 )) s"
@@ -226,7 +226,7 @@ $PSQL -At -c "SELECT 'left: ' || count(*) || ' expired jobs' FROM paidb.framewor
 echo
 echo "== bytes per job (table + TOAST + indexes), paidb beside OpenPAI's schema"
 psql -X -q -d postgres -c "CREATE DATABASE cost" || exit 1
-PGDATABASE=cost $PSQL -c "CREATE EXTENSION pg_trgm" -c "CREATE EXTENSION paidb" -f "$W/fixtures.sql" \
+PGDATABASE=cost $PSQL -c "CREATE EXTENSION pg_trgm" -c "CREATE EXTENSION paidb CASCADE" -f "$W/fixtures.sql" \
     -f "$W/queries_bench.sql" >/dev/null || exit 1
 PGDATABASE=cost $PSQL -v jobs=10000 -f "$W/queries_data.sql" || exit 1
 PGDATABASE=cost $PSQL -At <<EOS | awk -F'|' 'NF == 3 {printf "%-50s paidb %8d bytes/job, OpenPAI %8d bytes/job: paidb/OpenPAI %.2f (goal <= 0.33)\n", $1, $2, $3, $2/$3}'

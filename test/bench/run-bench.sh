@@ -19,7 +19,7 @@ trap 'paidb_stop_pg "$BENCH/pg"' EXIT
 # durable commits, as in production; shared_buffers sized for the 100k-job runs
 paidb_start_pg "$BENCH/pg" "$PORT" "fsync = on" "shared_buffers = '512MB'" "max_connections = 50" || exit 1
 export PGHOST=127.0.0.1 PGPORT=$PORT PGUSER=postgres PGDATABASE=postgres
-psql -X -q -c "CREATE EXTENSION paidb" -f "$ROOT/test/bench/fixtures.sql" >/dev/null || exit 1
+psql -X -q -c "CREATE EXTENSION paidb CASCADE" -f "$ROOT/test/bench/fixtures.sql" >/dev/null || exit 1
 
 RUNS=${BENCH_RUNS:-3}
 SECS=${BENCH_SECONDS:-8}

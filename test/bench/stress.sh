@@ -94,7 +94,7 @@ echo "kube-fake alone: 10000 creates of ~3 KB by $CLIENTS clients in ${CAP_SECS}
 
 # ------------------------------------------------------------------ paidb
 FAKE_URL=$MAIN_URL
-$PSQL -c "CREATE EXTENSION paidb" || exit 1
+$PSQL -c "CREATE EXTENSION paidb CASCADE" || exit 1
 workers_ready() { [ "$(q "SELECT bool_and(pid IS NOT NULL AND state NOT LIKE 'waiting%') FROM paidb.status()")" = t ]; }
 poll workers_ready 0.2 60 || { echo "stress: the workers did not start" >&2; tail -20 "$W/pg.log" >&2; exit 1; }
 declare -A WPID

@@ -480,7 +480,7 @@ for my $n (@names)
 }
 start_patroni($names[0]);
 ok(wait_until(sub { (leader() // '') eq $names[0] }, 120), "$names[0] bootstraps the cluster");
-psql_primary('CREATE EXTENSION paidb');
+psql_primary('CREATE EXTENSION paidb CASCADE');
 start_patroni($_) for @names[ 1 .. $#names ];
 my $leader = wait_healthy(1, 180);
 ok($leader, "a leader, $MEMBERS members streaming, a sync standby, paidb's workers on the leader");

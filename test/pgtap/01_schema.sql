@@ -4,7 +4,7 @@ SET client_min_messages = warning;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 DROP EXTENSION IF EXISTS paidb CASCADE;
 CREATE EXTENSION IF NOT EXISTS pg_trgm;
-CREATE EXTENSION paidb;
+CREATE EXTENSION paidb CASCADE;
 SELECT plan(66);
 
 SELECT has_schema('paidb');

@@ -3,7 +3,7 @@ BEGIN;
 SET client_min_messages = warning;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 DROP EXTENSION IF EXISTS paidb CASCADE;
-CREATE EXTENSION paidb;
+CREATE EXTENSION paidb CASCADE;
 SELECT plan(74);
 
 SELECT has_role('paidb_writer');

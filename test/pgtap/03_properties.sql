@@ -4,7 +4,7 @@ BEGIN;
 SET client_min_messages = warning;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 DROP EXTENSION IF EXISTS paidb CASCADE;
-CREATE EXTENSION paidb;
+CREATE EXTENSION paidb CASCADE;
 \i test/bench/plpgsql_merge_patch.sql
 SELECT plan(12);
 

@@ -40,7 +40,7 @@ fuzz_setup() {
     su postgres -c "$fuzz_bin/initdb -D '$fuzz_data' -A trust -U postgres >/dev/null" || return 1
     # the extension, the fuzz entry point, and the frameworks watch events update
     {
-        echo "CREATE EXTENSION paidb;"
+        echo "CREATE EXTENSION paidb CASCADE;"
         echo "CREATE FUNCTION paidb_fuzz_run(text, text[]) RETURNS int AS '\$libdir/paidb', 'paidb_fuzz_run' LANGUAGE C;"
         echo "SELECT paidb.import_frameworks(\$fz\$$(cat "$ROOT/test/fuzz/corpus/watch_event.setup.json")\$fz\$::jsonb);"
     } > "$WORK/fuzz-setup.sql"

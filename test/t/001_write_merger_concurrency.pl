@@ -15,7 +15,7 @@ $node->init;
 $node->append_conf('postgresql.conf', "max_connections = 40\n");
 $node->start;
 $node->safe_psql('postgres', q{
-    CREATE EXTENSION paidb;
+    CREATE EXTENSION paidb CASCADE;
     CREATE SEQUENCE patch_seq;
     CREATE SEQUENCE rv_seq START 1000;
     SELECT * FROM paidb.put_framework_request(

@@ -85,7 +85,7 @@ sub install_sql
 			md5_hex("$retried+$i+retry"), $retried, $i, sql_json($snap), $i, $i);
 	}
 	$node->safe_psql('postgres', "BEGIN;
-		CREATE EXTENSION paidb;
+		CREATE EXTENSION paidb CASCADE;
 		INSERT INTO paidb.framework_history (uid, framework_name, attempt_index, history_type, snapshot, inserted_at, updated_at)
 		VALUES " . join(",\n", @rows) . ";
 		" . state_log_sql() . "

@@ -1,6 +1,6 @@
 # Version 0.1 is released: a database created with 0.1 and updated with
 # ALTER EXTENSION paidb UPDATE must end up with exactly the schema of a fresh
-# CREATE EXTENSION paidb, and keep its data.  Compares pg_dump --schema-only
+# CREATE EXTENSION paidb CASCADE, and keep its data.  Compares pg_dump --schema-only
 # of the two databases, and the rows written before the update.
 use strict;
 use warnings;
@@ -14,8 +14,8 @@ $node->start;
 
 $node->safe_psql('postgres', 'CREATE DATABASE fresh');
 $node->safe_psql('postgres', 'CREATE DATABASE upgraded');
-$node->safe_psql('fresh', 'CREATE EXTENSION paidb');
-$node->safe_psql('upgraded', "CREATE EXTENSION paidb VERSION '0.1'");
+$node->safe_psql('fresh', 'CREATE EXTENSION paidb CASCADE');
+$node->safe_psql('upgraded', "CREATE EXTENSION paidb VERSION '0.1' CASCADE");
 
 # Data written by 0.1: jobs in several states, a retried attempt, a tag.
 my $data_sql = q{
@@ -159,6 +159,54 @@ is($node->safe_psql('upgraded', 'SELECT sum(n) FROM paidb.job_counts WHERE NOT a
 # And 0.2 works on the upgraded data.
 is($node->safe_psql('upgraded', q{SELECT request_generation || ' ' || changed FROM paidb.stop_framework('upjob3')}),
 	'2 true', 'an upgraded job can be stopped');
+
+# Version 0.2 is released too: a database at 0.2, with paidb_openpai, updated
+# to 0.3 equals a fresh 0.3 install of both, and keeps its data.  Its keyword
+# indexes are missing (as where pg_trgm was not installed under 0.2) and a
+# job row was deleted directly, leaving its tag (0.2 had no foreign key).
+$node->safe_psql('postgres', 'CREATE DATABASE fresh_both');
+$node->safe_psql('postgres', 'CREATE DATABASE from02');
+$node->safe_psql('fresh_both', 'CREATE EXTENSION paidb CASCADE; CREATE EXTENSION paidb_openpai');
+$node->safe_psql('from02', "CREATE EXTENSION paidb VERSION '0.2' CASCADE; CREATE EXTENSION paidb_openpai VERSION '0.2'");
+is($node->safe_psql('from02', q{SELECT string_agg(extname || ' ' || extversion, ',' ORDER BY extname)
+    FROM pg_extension WHERE extname LIKE 'paidb%'}), 'paidb 0.2,paidb_openpai 0.2', 'a 0.2 database');
+# (0.2 refuses a tag without its job, and orphans no framework could be)
+(my $data_sql_02 = $data_sql) =~ s/,\s*\('gone-job', 'stale'\)//;
+$data_sql_02 =~ s/\('uporphan1', 'u1'\),.*?'u4'\);/('uporphan1', 'u1');/s;
+$node->safe_psql('from02', $data_sql_02);
+$node->safe_psql('from02', q{
+DROP INDEX paidb.job_summary_user_name_trgm_idx, paidb.job_summary_job_name_trgm_idx,
+    paidb.job_summary_virtual_cluster_trgm_idx;
+INSERT INTO paidb.tag (framework_name, name) VALUES ('upjob5', 'left-behind');
+DELETE FROM paidb.framework WHERE name = 'upjob5';
+});
+is($node->safe_psql('from02', q{SELECT count(*) FROM paidb.tag WHERE framework_name = 'upjob5'}), '1',
+	'0.2 let a job row go without its tag');
+my @before02 = map { $node->safe_psql('from02', $_) } $data_query, $history_query, $tag_query;
+is($node->psql('from02', 'ALTER EXTENSION paidb UPDATE; ALTER EXTENSION paidb_openpai UPDATE'), 0, 'ALTER EXTENSION ... UPDATE from 0.2');
+is($node->safe_psql('from02', q{SELECT count(*) FROM paidb.tag WHERE framework_name = 'upjob5'}), '0',
+	'the update drops the tag without its job');
+is($node->safe_psql('from02', q{SELECT string_agg(extname || ' ' || extversion, ',' ORDER BY extname)
+    FROM pg_extension WHERE extname LIKE 'paidb%'}), 'paidb 0.3,paidb_openpai 0.3', 'both at 0.3');
+($fresh, $upgraded) = (schema_dump('fresh_both'), schema_dump('from02'));
+ok($upgraded eq $fresh, '0.2 updated to 0.3 equals a fresh 0.3 install (paidb and paidb_openpai)')
+  or do {
+	my %f = map { $_ => 1 } split /\n/, $fresh;
+	my %u = map { $_ => 1 } split /\n/, $upgraded;
+	diag("only in the fresh install:\n  " . join("\n  ", grep { !$u{$_} } split /\n/, $fresh)
+		  . "\nonly in the updated database:\n  " . join("\n  ", grep { !$f{$_} } split /\n/, $upgraded));
+  };
+(my $catalog_all = $catalog) =~ s/LIKE 'paidb%'/~ '^(paidb|openpai)'/g;
+is($node->safe_psql('from02', $catalog_all), $node->safe_psql('fresh_both', $catalog_all),
+	'privileges and function settings are the same after 0.2 -> 0.3');
+is_deeply([ map { $node->safe_psql('from02', $_) } $data_query, $history_query, $tag_query ], \@before02,
+	'the jobs, their history and tags are kept by the update from 0.2');
+is($node->safe_psql('from02', q{SELECT count(*) FROM pg_indexes WHERE schemaname = 'paidb' AND indexname LIKE '%trgm%'}),
+	'3', 'the update made the keyword indexes');
+# the foreign key: deleting a job row deletes its tags
+$node->safe_psql('from02', q{DELETE FROM paidb.framework WHERE name = 'upjob3'});
+is($node->safe_psql('from02', q{SELECT count(*) FROM paidb.tag WHERE framework_name = 'upjob3'}), '0',
+	'after the update a job row takes its tags with it');
 
 $node->stop;
 done_testing();

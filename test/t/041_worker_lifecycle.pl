@@ -338,7 +338,7 @@ my $plain = PostgreSQL::Test::Cluster->new('nopreload');
 $plain->init;
 $plain->append_conf('postgresql.conf', "paidb.k8s_api_server = '" . $fake3->url . "'\n");
 $plain->start;
-$plain->safe_psql('postgres', 'CREATE EXTENSION paidb');
+$plain->safe_psql('postgres', 'CREATE EXTENSION paidb CASCADE');
 is($plain->safe_psql('postgres', submit_sql('plain1')), 'plain1',
 	'without preloading, put_framework_request works');
 is($plain->safe_psql('postgres', q{SELECT state FROM paidb.framework WHERE name = 'plain1'}),

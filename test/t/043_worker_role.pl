@@ -33,7 +33,7 @@ sub try_sql
 # ============================================================ 1. roles at install
 {
 	$node->safe_psql('postgres', 'CREATE ROLE paidb_writer LOGIN');
-	my ($rc, $err) = try_sql('postgres', 'CREATE EXTENSION paidb');
+	my ($rc, $err) = try_sql('postgres', 'CREATE EXTENSION paidb CASCADE');
 	isnt($rc, 0, 'a pre-existing paidb_writer that can log in: CREATE EXTENSION refused');
 	like($err, qr/role "paidb_writer" exists already and was not created by paidb/, 'with a clear message');
 	like($err, qr/can log in/, 'saying why');
@@ -44,26 +44,26 @@ sub try_sql
 
 	$node->safe_psql('postgres', q{ALTER ROLE paidb_writer NOLOGIN; CREATE ROLE mallory LOGIN;
 		GRANT paidb_writer TO mallory});
-	($rc, $err) = try_sql('postgres', 'CREATE EXTENSION paidb');
+	($rc, $err) = try_sql('postgres', 'CREATE EXTENSION paidb CASCADE');
 	isnt($rc, 0, 'a pre-existing paidb_writer with a member: refused');
 	like($err, qr/has members/, 'saying why');
 
 	$node->safe_psql('postgres', q{CREATE SCHEMA mallorys AUTHORIZATION paidb_writer});
 	$node->safe_psql('postgres', q{REVOKE paidb_writer FROM mallory});
-	($rc, $err) = try_sql('postgres', 'CREATE EXTENSION paidb');
+	($rc, $err) = try_sql('postgres', 'CREATE EXTENSION paidb CASCADE');
 	isnt($rc, 0, 'a pre-existing paidb_writer owning a schema: refused');
 	like($err, qr/owns objects/, 'saying why');
 
 	$node->safe_psql('postgres', q{DROP SCHEMA mallorys});
-	($rc, $err) = try_sql('postgres', 'CREATE EXTENSION paidb');
+	($rc, $err) = try_sql('postgres', 'CREATE EXTENSION paidb CASCADE');
 	is($rc, 0, 'a pre-existing NOLOGIN paidb_writer without members or objects is accepted') or diag($err);
 
 	# a second database of the cluster: the roles are paidb's now, members and all
 	$node->safe_psql('postgres', q{CREATE ROLE alice LOGIN; GRANT paidb_writer TO alice; CREATE DATABASE second});
-	($rc, $err) = try_sql('second', 'CREATE EXTENSION paidb');
+	($rc, $err) = try_sql('second', 'CREATE EXTENSION paidb CASCADE');
 	is($rc, 0, 'a second database installs over the roles the first made (members and all)') or diag($err);
 	# and an upgrade from 0.1 is not checked
-	($rc, $err) = try_sql('second', q{DROP EXTENSION paidb; CREATE EXTENSION paidb VERSION '0.1';
+	($rc, $err) = try_sql('second', q{DROP EXTENSION paidb; CREATE EXTENSION paidb VERSION '0.1' CASCADE;
 		ALTER EXTENSION paidb UPDATE});
 	is($rc, 0, 'ALTER EXTENSION paidb UPDATE keeps working with members') or diag($err);
 }

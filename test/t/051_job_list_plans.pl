@@ -43,7 +43,7 @@ $node->start;
 my $trgm = $node->safe_psql('postgres',
 	q{SELECT count(*) FROM pg_available_extensions WHERE name = 'pg_trgm'});
 $node->safe_psql('postgres', 'CREATE EXTENSION pg_trgm') if $trgm;
-$node->safe_psql('postgres', "CREATE EXTENSION paidb");
+$node->safe_psql('postgres', "CREATE EXTENSION paidb CASCADE");
 $node->safe_psql('postgres', "CREATE EXTENSION paidb_openpai");
 $node->safe_psql('postgres', "\\set jobs 30000\n\\i $root/test/bench/fixtures.sql\n\\i $root/test/bench/queries_data.sql\n");
 $node->safe_psql('postgres', 'VACUUM ANALYZE');

@@ -21,7 +21,7 @@ use Time::HiRes qw(usleep);
 my $node = PostgreSQL::Test::Cluster->new('tag_delete_race');
 $node->init;
 $node->start;
-$node->safe_psql('postgres', 'CREATE EXTENSION paidb');
+$node->safe_psql('postgres', 'CREATE EXTENSION paidb CASCADE');
 
 # Jobs that are completed and gone from the API server: deletable.
 $node->safe_psql('postgres', q{

@@ -9,7 +9,7 @@
 #     stored them, plus a submitted job not yet created, finished and
 #     deleted jobs with history and tags, and rows it cannot take (a
 #     64-character name, an unparsable snapshot);
-#   * the runbook's step: CREATE EXTENSION paidb, paidb_openpai and the
+#   * the runbook's step: CREATE EXTENSION paidb CASCADE, paidb_openpai and the
 #     import in one transaction, so the workers' first run comes after it;
 #   * every job is listed as before (state, retries, times, tags, history),
 #     before and after the workers' first run;
@@ -203,7 +203,7 @@ SELECT string_agg(o.name || ' ' || c.col, ', ' ORDER BY o.name, c.col)
 # The runbook's step, in one transaction: the workers start when it commits.
 my $result = $node->safe_psql('postgres', qq{
 BEGIN;
-CREATE EXTENSION paidb;
+CREATE EXTENSION paidb CASCADE;
 CREATE EXTENSION paidb_openpai;
 SELECT relation || ' ' || imported || ' ' || skipped FROM openpai.import_database('opai');
 SELECT 'differences: ' || coalesce(($listing_diff), 'none');

@@ -43,7 +43,7 @@ async function loginRole(database, role, roles = [], settings = {}) {
 
 // Drop database `name` (at the end of a test file) and the login roles made
 // for it.  Roles are cluster-wide: a member left in paidb_writer would make
-// the next CREATE EXTENSION paidb in a cluster where no database has paidb
+// the next CREATE EXTENSION paidb CASCADE in a cluster where no database has paidb
 // refuse the role as one it did not create (sql/paidb--0.1--0.2.sql).
 async function dropDatabase(name) {
   const home = process.env.PGDATABASE || 'postgres';

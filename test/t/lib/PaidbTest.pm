@@ -123,7 +123,7 @@ restart_after_crash = $restart
 } . ($o{conf} // ''));
 	$node->start;
 	push @nodes, $node;
-	$node->safe_psql('postgres', 'CREATE EXTENSION paidb') unless $o{no_extension};
+	$node->safe_psql('postgres', 'CREATE EXTENSION paidb CASCADE') unless $o{no_extension};
 	return $node;
 }
 
