@@ -46,8 +46,11 @@ END $$;
 -- whether the plan matches jobs to paidb.tag's copies of their submission
 -- time ('time') and user ('time+user'): the rewrite that lets it walk the
 -- tags in submission order (test/t/051_job_list_plans.pl checks the walk
--- on enough jobs for the planner to choose it); ', bounded' where several
--- tags are read only from the newest (oldest) of their n-th times on
+-- on enough jobs for the planner to choose it); ', bounded' where the
+-- tags (one or several) of a page of nothing but tags (and a user) are read
+-- only from the newest (oldest) of their n-th times on, as an array of
+-- names (a join with them was estimated at one row and hashed every tag
+-- row of a common tag)
 CREATE FUNCTION pg_temp.tag_order(q text) RETURNS text LANGUAGE plpgsql AS $$
 DECLARE line text; plan text := '';
 BEGIN
@@ -122,7 +125,7 @@ INSERT INTO pages VALUES
  (25, $q$SELECT name FROM frameworks f WHERE name IN (SELECT "frameworkName" FROM tags WHERE tags.name = 't') ORDER BY "submissionTime" DESC$q$),
  (26, $q$SELECT name FROM frameworks f WHERE (name IN (SELECT "frameworkName" FROM tags WHERE tags.name = 'v') OR "userName" = 'u2') ORDER BY "submissionTime" DESC LIMIT 3$q$),
  (27, $q$SELECT name FROM paidb.job_summary s WHERE name IN (SELECT framework_name FROM paidb.tag WHERE tag.name = 't') ORDER BY submission_time DESC LIMIT 3$q$),
--- several tags and nothing else (or a user): bounded by the tags' n-th
+-- one tag or several and nothing else (or a user): bounded by the tags' n-th
 -- times.  Page 2 of rest-server's two-tag page; oldest first, with the job
 -- without a user; a tag with fewer jobs than the page and one with none;
 -- tags that all have fewer (no bound: every row of theirs); the same tag

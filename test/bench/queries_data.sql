@@ -80,6 +80,13 @@ SELECT md5(p.name || g), p.name, 'tag' || ((p.i * 7 + g * 13) % 50)
 FROM bench.job_param p, generate_series(1, 2) g
 WHERE p.i % 3 = 0 AND (g = 1 OR p.i % 2 = 0);
 
+-- Tags of every density (issue 17): on 0.1%, 1%, 10% and half of the jobs,
+-- spread over their whole history.
+INSERT INTO paidb.tag (uid, framework_name, name)
+SELECT md5(p.name || d.name), p.name, d.name
+FROM bench.job_param p, (VALUES ('dense0_1', 1000), ('dense1', 100), ('dense10', 10), ('dense50', 2)) d(name, every)
+WHERE p.i % d.every = 1;
+
 -- Retry history: each retried job's earlier attempts.
 INSERT INTO paidb.framework_history (uid, framework_name, attempt_index, snapshot)
 SELECT paidb.history_uid(f.name, a, 'retry'), f.name, a,

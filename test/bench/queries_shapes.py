@@ -61,16 +61,21 @@ def tag_page(q):
     q = SOME_TAG.sub('', q)
     m = TAGS_IN.search(q)
     user = ONE_USER.search(q[:m.start()] + q[m.end():].split(' ORDER BY ')[0])
-    bound = ''
-    if ',' in m.group(1):
-        bound = tags_bound(q, m, user)
-        if not user and not bound:
-            return q
+    # a page of the tags alone (and one user): its bounded names as an array
+    bound = tags_bound(q, m, user)
+    if bound:
+        new = ('"framework".name = ANY (ARRAY(SELECT framework_name FROM paidb.tag AS "tags" WHERE '
+               '"tags".name IN (%s)%s%s))'
+               % (m.group(1), bound,
+                  ' AND "tags".job_user_name = ' + user.group(0).split(' IN (')[1][:-1] if user else ''))
+        return q[:m.start()] + new + q[m.end():]
+    if ',' in m.group(1) and not user:
+        return q
     cols, tag_cols = ('name, submission_time', 'framework_name, job_submission_time')
     if user:
         cols, tag_cols = cols + ', user_name', tag_cols + ', job_user_name'
-    new = ('(%s) IN (SELECT %s FROM paidb.tag AS "tags" WHERE "tags".name IN (%s)%s)'
-           % (', '.join('"framework".' + c for c in cols.split(', ')), tag_cols, m.group(1), bound))
+    new = ('(%s) IN (SELECT %s FROM paidb.tag AS "tags" WHERE "tags".name IN (%s))'
+           % (', '.join('"framework".' + c for c in cols.split(', ')), tag_cols, m.group(1)))
     return q[:m.start()] + new + q[m.end():]
 
 
@@ -78,8 +83,8 @@ PAGE = re.compile(r'ORDER BY "framework"\.submission_time (ASC|DESC) LIMIT (\d+)
 
 
 def tags_bound(q, m, user):
-    """Several tags and nothing else (or one user): the bound the rewrite
-    adds, from each tag's n-th time (src/openpai_tags.c)."""
+    """Tags and nothing else (or one user): the bound the rewrite adds,
+    from each tag's n-th time (src/openpai_tags.c)."""
     where = q[:m.start()].rsplit(' WHERE ', 1)[1] + 'X' + q[m.end():].split(' ORDER BY ')[0]
     if where.strip() not in ('X', (user.group(0) + ' AND X') if user else 'X'):
         return ''
