@@ -118,10 +118,18 @@ run_step(const char *activity, const char *sql, int nargs, Oid *types,
 	return ok;
 }
 
-/* One cycle: compact the counts, then delete expired rows batch by batch. */
+/*
+ * One cycle: compact the counts, then delete expired rows batch by batch.
+ * The ages are read again before every batch (the pause between batches
+ * reloads the settings), so that a reload turning retention off or raising
+ * it takes effect before the next batch (SPEC §10): an operator who asks to
+ * keep the jobs must not watch a cycle go on deleting them.
+ */
 static bool
 retention_cycle(RetentionRun *run)
 {
+	int			cycle_retention = paidb_retention_s;
+	int			cycle_event_retention = paidb_event_retention_s;
 	char	   *job_age = age_literal(paidb_retention_s);
 	char	   *event_age = age_literal(paidb_event_retention_s);
 	Oid			types[3] = {TEXTOID, TEXTOID, INT4OID};
@@ -140,9 +148,27 @@ retention_cycle(RetentionRun *run)
 		Datum		args[3];
 		char		nulls[3] = {' ', ' ', ' '};
 		int64		got[2];
-		int			batch = paidb_retention_batch_size;
+		int			batch;
 		TimestampTz started;
 		long		took_ms;
+
+		/* the settings as they are now, not as the cycle began */
+		paidb_worker_reload_if_needed();
+		if (paidb_retention_s != cycle_retention || paidb_event_retention_s != cycle_event_retention)
+		{
+			ereport(LOG,
+					(errmsg("paidb retention: settings changed during a cycle, after %lld jobs and %lld events",
+							(long long) run->jobs, (long long) run->events),
+					 errdetail("From the next batch on: paidb.retention = %d s, paidb.event_retention = %d s (0: keep).",
+							   paidb_retention_s, paidb_event_retention_s)));
+			cycle_retention = paidb_retention_s;
+			cycle_event_retention = paidb_event_retention_s;
+			job_age = age_literal(paidb_retention_s);
+			event_age = age_literal(paidb_event_retention_s);
+		}
+		if (job_age == NULL && event_age == NULL)
+			break;
+		batch = paidb_retention_batch_size;
 
 		args[0] = job_age ? CStringGetTextDatum(job_age) : (Datum) 0;
 		args[1] = event_age ? CStringGetTextDatum(event_age) : (Datum) 0;
@@ -166,9 +192,6 @@ retention_cycle(RetentionRun *run)
 			break;
 		took_ms = TimestampDifferenceMilliseconds(started, GetCurrentTimestamp());
 		retention_sleep(Max(RETENTION_PAUSE_MS, RETENTION_PAUSE_FACTOR * took_ms));
-		/* settings may have changed during the pause */
-		if (paidb_retention_s <= 0 && paidb_event_retention_s <= 0)
-			break;
 	}
 	return true;
 }
