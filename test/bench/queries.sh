@@ -11,7 +11,8 @@
 #   2. every job-list shape of rest-server (queries_shapes.sql, the SQL
 #      Sequelize 5.21.3 emits) through the openpai views, on paidb's own
 #      tables, and on OpenPAI's schema: p50/p99 side by side, with the
-#      targets (page <= 5 ms, count and keyword <= 50 ms, offset 100,000
+#      targets (page <= 5 ms, count and keyword <= 50 ms, the common
+#      keyword's count <= 150 ms and 4x OpenPAI's schema, offset 100,000
 #      <= 50 ms) and the counts each returned (they must agree);
 #   3. put_framework_request and apply_watch_event throughput with and
 #      without the write path's new work (the job-list trigger), alternating;
@@ -103,7 +104,9 @@ echo "== job-list queries at $JOBS jobs: p50 / p99 ms ($RUNS runs; OpenPAI's sch
 /usr/bin/python3 "$HERE/queries_shapes.py" "$W/queries_shapes.sql" "$RUNS" "$BASE_RUNS" > "$W/timing.sql"
 $PSQL -f "$W/timing.sql" > "$W/timing.out" || { cat "$W/timing.out"; exit 1; }
 awk -F'|' '
-function target(s) { if (s ~ /^offset_100000/) return 50; if (s ~ /_count$/ || s ~ /keyword/) return 50; return 5 }
+# the common keyword's count: <= 150 ms and 4x OpenPAI's schema in the same
+# run (issue 17; its 50 ms target was withdrawn, docs/queries.md)
+function target(s) { if (s ~ /^offset_100000/) return 50; if (s == "keyword_count") return 150; if (s ~ /_count$/ || s ~ /keyword/) return 50; return 5 }
 { k = $1; if (!(k in seen)) { seen[k] = 1; order[++n] = k }
   p50[k, $2] = $3; p99[k, $2] = $4; res[k, $2] = $5 }
 END {
@@ -112,7 +115,9 @@ END {
   for (i = 1; i <= n; i++) {
     k = order[i]; t = target(k)
     worst = p50[k, "view"] + 0; if (p50[k, "paidb"] + 0 > worst) worst = p50[k, "paidb"] + 0
-    ok = (worst <= t) ? "PASS" : "MISS"; if (ok == "MISS") miss++
+    ok = (worst <= t) ? "PASS" : "MISS"
+    if (k == "keyword_count" && !(worst > 0 && p50[k, "openpai"] / worst >= 4)) ok = "MISS (< 4x OpenPAI)"
+    if (ok != "PASS") miss++
     same = (k ~ /_count$/ && (res[k, "view"] != res[k, "paidb"] || res[k, "view"] != res[k, "openpai"])) ? " COUNTS DIFFER" : ""
     if (same != "") bad++
     printf "%-34s %7.2f / %7.2f %7.2f / %7.2f %8.2f / %8.2f  %4d ms  %s%s\n", k, p50[k, "view"], p99[k, "view"],
@@ -178,7 +183,7 @@ for what in "put off" "put on" "event_same off" "event_change off"; do
         event_change) name="apply_watch_event (every event changes the job's state)";;
     esac
     echo "$name: $a/s with the job list (runs: ${with[*]}), $b/s without (runs: ${without[*]})"
-    awk -v r="$r" -v p="${ratios[*]}" 'BEGIN {printf "  ratio %.2f (median of the pairs: %s); target >= 0.90: %s\n", r, p, (r >= 0.9 ? "PASS" : "MISS")}'
+    awk -v r="$r" -v p="${ratios[*]}" 'BEGIN {printf "  ratio %.2f (median of the pairs: %s); the cost of keeping the job list in the writer'"'"'s transaction (SPEC §10 decisions; issue 10'"'"'s 0.90 target withdrawn)\n", r, p}'
 done
 # the jobs the throughput runs added would otherwise skew the rest
 $PSQL -c "SELECT paidb.compact_job_counts()" >/dev/null
