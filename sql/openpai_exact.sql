@@ -102,6 +102,12 @@ SELECT count(*) AS tags_of_c3 FROM paidb.tag WHERE framework_name = 'c3';
 SELECT * FROM pg_temp.both($q$SELECT count(*) FROM openpai.frameworks WHERE name IN (SELECT "frameworkName" FROM openpai.tags WHERE name IN ('a','b'))$q$);
 -- and a tag for no job is refused
 INSERT INTO paidb.tag (framework_name, name) VALUES ('c3', 'a');
+-- where the database does not enforce it (a 0.2 schema under this library,
+-- before ALTER EXTENSION ... UPDATE), tags are not counted on their own
+ALTER TABLE paidb.tag DROP CONSTRAINT tag_framework_name_fkey;
+SELECT * FROM pg_temp.both($q$SELECT count(*) FROM openpai.frameworks WHERE name IN (SELECT "frameworkName" FROM openpai.tags WHERE name IN ('a','b'))$q$);
+ALTER TABLE paidb.tag ADD CONSTRAINT tag_framework_name_fkey
+    FOREIGN KEY (framework_name) REFERENCES paidb.framework (name) ON DELETE CASCADE;
 
 -- (5) a role that may read the views and the counts but not paidb.framework
 -- (which openpai.frameworks reads): the same error either way, also for

@@ -57,6 +57,9 @@
 #include "catalog/namespace.h"
 #include "catalog/pg_aggregate.h"
 #include "catalog/pg_class.h"
+#include "catalog/pg_constraint.h"
+#include "access/htup_details.h"
+#include "utils/syscache.h"
 #include "catalog/pg_operator.h"
 #include "catalog/pg_type.h"
 #include "commands/extension.h"
@@ -431,8 +434,39 @@ tags_in_is_countable(SubLink *in)
 	Query	   *sel = (Query *) in->subselect;
 	List	   *ignored = NIL;
 
-	return paidb_expr_cannot_raise(sel->jointree->quals) &&
-		paidb_collect_checks(sel, linitial_node(RangeTblEntry, sel->rtable), &ignored);
+	return paidb_collect_checks(sel, linitial_node(RangeTblEntry, sel->rtable), &ignored);
+}
+
+/*
+ * Whether the database enforces that every tag has its job: paidb.tag's
+ * validated foreign key to paidb.framework (paidb 0.3; a 0.2 database
+ * running this library before ALTER EXTENSION ... UPDATE has none, and may
+ * hold tags without their job).  Counting the jobs that carry tags on the
+ * tags alone is exact only then.
+ */
+static bool
+every_tag_has_its_job(void)
+{
+	Oid			nsp = get_namespace_oid("paidb", true);
+	Oid			tag = OidIsValid(nsp) ? get_relname_relid("tag", nsp) : InvalidOid;
+	Oid			framework = OidIsValid(nsp) ? get_relname_relid("framework", nsp) : InvalidOid;
+	Oid			fk;
+	HeapTuple	tuple;
+	bool		enforced;
+
+	if (!OidIsValid(tag) || !OidIsValid(framework))
+		return false;
+	fk = get_relation_constraint_oid(tag, "tag_framework_name_fkey", true);
+	if (!OidIsValid(fk))
+		return false;
+	tuple = SearchSysCache1(CONSTROID, ObjectIdGetDatum(fk));
+	if (!HeapTupleIsValid(tuple))
+		return false;
+	enforced = ((Form_pg_constraint) GETSTRUCT(tuple))->contype == CONSTRAINT_FOREIGN &&
+		((Form_pg_constraint) GETSTRUCT(tuple))->confrelid == framework &&
+		((Form_pg_constraint) GETSTRUCT(tuple))->convalidated;
+	ReleaseSysCache(tuple);
+	return enforced;
 }
 
 /*
@@ -450,7 +484,7 @@ rewrite_tagged_count(Query *query, CountTarget *t)
 	if (list_length(arms) != 1)
 		return false;
 	in = paidb_tags_in_sublink((Node *) linitial(arms), query, t->frameworks, t->tags);
-	if (in == NULL || !tags_in_is_countable(in))
+	if (in == NULL || !tags_in_is_countable(in) || !every_tag_has_its_job())
 		return false;
 	replace_with(query, (Node *) scalar_sublink(tagged_jobs_count(in)));
 	return true;
@@ -495,12 +529,13 @@ rewrite_complement_count(Query *query, CountTarget *t)
 		return false;
 
 	/* those of them that carry the tags, counted (on the tags alone for all jobs) */
-	if (key_arms == NIL)
+	if (key_arms == NIL && every_tag_has_its_job())
 		carrying = tagged_jobs_count(in);
 	else
 	{
 		carrying = copyObject(query);
-		carrying->jointree->quals = (Node *) make_ands_explicit(lappend(copyObject(key_arms), copyObject(in)));
+		carrying->jointree->quals = key_arms == NIL ? copyObject((Node *) in) :
+			(Node *) make_ands_explicit(lappend(copyObject(key_arms), copyObject(in)));
 		carrying->hasSubLinks = true;
 	}
 

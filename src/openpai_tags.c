@@ -163,7 +163,8 @@ paidb_tags_in_sublink(Node *node, Query *query, Oid frameworks, Oid tags)
 		return NULL;
 	te = linitial_node(TargetEntry, sel->targetList);
 	if (te->resjunk || !paidb_is_column_of((Node *) te->expr, sel, tags, "frameworkName") ||
-		contain_vars_of_level((Node *) sel, 1) || contain_volatile_functions((Node *) sel))
+		contain_vars_of_level((Node *) sel, 1) || contain_volatile_functions((Node *) sel) ||
+		!paidb_expr_cannot_raise(sel->jointree->quals))
 		return NULL;
 	return sub;
 }
@@ -864,8 +865,7 @@ tag_order_test(Query *query, List *arms, SubLink *in, TagViews *v)
 	List	   *checks = NIL;
 
 	if (sel->hasSubLinks || sel->jointree->quals == NULL ||
-		name->varlevelsup != 0 || name->varattno <= 0 ||
-		!paidb_expr_cannot_raise(sel->jointree->quals))
+		name->varlevelsup != 0 || name->varattno <= 0)
 		return NULL;
 	/* what reading the IN's openpai.tags checks, kept below */
 	if (!paidb_collect_checks(sel, linitial_node(RangeTblEntry, sel->rtable), &checks))

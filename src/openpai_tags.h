@@ -13,9 +13,9 @@ extern bool paidb_is_column_of(Node *node, Query *query, Oid relid, const char *
 
 /*
  * If node is `"name" IN (SELECT "frameworkName" FROM <tags> ...)` for the
- * view `frameworks` of query, uncorrelated, with no volatile function and
- * nothing that could add a NULL to the set (no join, grouping, set
- * operation, limit): the sub-link.  NULL otherwise.
+ * view `frameworks` of query, uncorrelated, with no volatile function, a
+ * filter that cannot fail, and nothing that could add a NULL to the set
+ * (no join, grouping, set operation, limit): the sub-link.  NULL otherwise.
  */
 extern SubLink *paidb_tags_in_sublink(Node *node, Query *query, Oid frameworks, Oid tags);
 
