@@ -363,8 +363,12 @@ RESET ROLE;
 SET ROLE paidb_test_importer;
 SELECT * FROM openpai.import_database('evil');
 RESET ROLE;
--- the same schema with nothing of its owner's left in the way imports
+-- the same schema with nothing of its owner's left in the way imports,
+-- run by a member of the owner's role
+GRANT paidb_test_evil TO paidb_test_importer;
+SET ROLE paidb_test_importer;
 SELECT * FROM openpai.import_database('evil') WHERE relation = 'frameworks';
+RESET ROLE;
 SELECT name, state FROM paidb.framework WHERE name = 'evil1';
 SELECT rolsuper AS evil_is_superuser FROM pg_roles WHERE rolname = 'paidb_test_evil';
 DROP SCHEMA evil CASCADE;
