@@ -222,3 +222,156 @@ CREATE TABLE opai_old.tags AS SELECT * FROM opai.tags WHERE false;
 SELECT * FROM openpai.import_database('opai_old');
 SELECT name, state, notified_at_running, notified_at_retried, notification_at_running FROM paidb.framework
  WHERE name = 'oldrunning1';
+
+-- Counts: the import folds its count deltas into paidb.job_count before it
+-- returns (no count reads a million uncompacted deltas until the retention
+-- worker's next run), and they are right.
+SELECT count(*) AS deltas_left FROM paidb.job_count_delta;
+SELECT (SELECT sum(n) FROM paidb.job_counts) = (SELECT count(*) FROM paidb.framework) AS total_right,
+       (SELECT count(*) FROM (SELECT user_name, virtual_cluster, state, job_priority, archived, count(*) AS n
+                                FROM paidb.framework GROUP BY 1, 2, 3, 4, 5
+                              EXCEPT SELECT * FROM paidb.job_counts WHERE n > 0) x) AS groups_wrong;
+
+-- JSON that the JSON lexer accepts but jsonb cannot hold (a number beyond
+-- numeric's range), or nested deeper than the parser allows: NULL, never
+-- an error; in any JSON column of the source the row is a reject and the
+-- others are taken.
+SELECT openpai.try_jsonb('{"a":1e200000}') IS NULL AS huge_number,
+       openpai.try_jsonb(repeat('[', 100000) || repeat(']', 100000)) IS NULL AS too_deep,
+       openpai.try_jsonb('{"a":1e2}') AS fine;
+SELECT reason FROM openpai.import_snapshot('{"metadata": {"name": "x"}, "n": 1e200000}', 'x');
+CREATE SCHEMA opai_num;
+CREATE TABLE opai_num.frameworks (LIKE opai.frameworks INCLUDING ALL);
+CREATE TABLE opai_num.framework_history (LIKE opai.framework_history INCLUDING ALL);
+CREATE TABLE opai_num.task_history (LIKE opai.task_history INCLUDING ALL);
+CREATE TABLE opai_num.pods (LIKE opai.pods INCLUDING ALL);
+CREATE TABLE opai_num.framework_events (LIKE opai.framework_events INCLUDING ALL);
+CREATE TABLE opai_num.pod_events (LIKE opai.pod_events INCLUDING ALL);
+CREATE TABLE opai_num.tags (LIKE opai.tags INCLUDING ALL);
+INSERT INTO opai_num.frameworks (name, "submissionTime", snapshot, "configSecretDef", "updatedAt") VALUES
+  ('numok1', '2026-01-01 00:00:00+00', pg_temp.snap('numok1', 'AttemptRunning', NULL, 0, 3000), NULL, now()),
+  ('numbad1', '2026-01-01 00:00:00+00',
+   rtrim(pg_temp.snap('numbad1', 'AttemptRunning', NULL, 0, 3001), '}') || ', "x": 1e200000}', NULL, now()),
+  ('numbad2', '2026-01-01 00:00:00+00', pg_temp.snap('numbad2', 'AttemptRunning', NULL, 0, 3002), '{"a":1e200000}', now());
+INSERT INTO opai_num.framework_history (uid, "frameworkName", "attemptIndex", snapshot, "updatedAt") VALUES
+  ('h-ok', 'numok1', 0, '{"n": 1}', now()), ('h-bad', 'numok1', 1, '{"n": 1e200000}', now());
+INSERT INTO opai_num.task_history (uid, "frameworkName", "taskUid", snapshot, "updatedAt") VALUES
+  ('t-ok', 'numok1', 'tu', '{"n": 1}', now()), ('t-bad', 'numok1', 'tu', '{"n": 1e200000}', now());
+INSERT INTO opai_num.pods (uid, "frameworkName", snapshot, "updatedAt") VALUES
+  ('p-ok', 'numok1', '{"n": 1}', now()), ('p-bad', 'numok1', '{"n": 1e200000}', now());
+INSERT INTO opai_num.framework_events (uid, "frameworkName", type, event, "updatedAt") VALUES
+  ('fe-ok', 'numok1', 'Normal', '{"n": 1}', now()), ('fe-bad', 'numok1', 'Normal', '{"n": 1e200000}', now());
+INSERT INTO opai_num.pod_events (uid, "frameworkName", "podUid", type, event, "updatedAt") VALUES
+  ('pe-ok', 'numok1', 'p-ok', 'Normal', '{"n": 1}', now()), ('pe-bad', 'numok1', 'p-ok', 'Normal', '{"n": 1e200000}', now());
+SELECT * FROM openpai.import_database('opai_num');
+SELECT relation, key, reason FROM openpai.import_rejects WHERE source_schema = 'opai_num' ORDER BY relation, key;
+SELECT (SELECT count(*) FROM paidb.framework WHERE name LIKE 'num%') AS jobs,
+       (SELECT count(*) FROM paidb.framework_history WHERE uid LIKE 'h-%') AS history,
+       (SELECT count(*) FROM paidb.task_history WHERE uid LIKE 't-%') AS task_history,
+       (SELECT count(*) FROM paidb.pod WHERE uid LIKE 'p-%') AS pods,
+       (SELECT count(*) FROM paidb.framework_event WHERE uid LIKE 'fe-%') AS framework_events,
+       (SELECT count(*) FROM paidb.pod_event WHERE uid LIKE 'pe-%') AS pod_events;
+
+-- A source whose reading would run its owner's code with the import's
+-- (superuser) rights is refused, and nothing is stored (issue 17 item 2):
+-- a non-superuser owns schema evil, an enum with a cast to text that makes
+-- him superuser, and the seven tables with frameworks.name of that enum.
+SET client_min_messages = warning;
+DROP ROLE IF EXISTS paidb_test_evil;
+DROP ROLE IF EXISTS paidb_test_importer;
+RESET client_min_messages;
+CREATE ROLE paidb_test_evil;
+CREATE ROLE paidb_test_importer IN ROLE paidb_writer;
+GRANT EXECUTE ON FUNCTION openpai.import_database(name) TO paidb_test_importer;
+CREATE SCHEMA evil AUTHORIZATION paidb_test_evil;
+SET ROLE paidb_test_evil;
+CREATE TYPE evil.ename AS ENUM ('evil1');
+CREATE FUNCTION evil.to_text(evil.ename) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+  EXECUTE 'ALTER ROLE paidb_test_evil SUPERUSER';
+  RETURN 'evil1';
+END $$;
+CREATE CAST (evil.ename AS text) WITH FUNCTION evil.to_text(evil.ename);
+CREATE TABLE evil.frameworks ("insertedAt" timestamptz, name evil.ename PRIMARY KEY, "submissionTime" timestamptz NOT NULL,
+  snapshot text, "requestSynced" boolean NOT NULL DEFAULT false, "apiServerDeleted" boolean NOT NULL DEFAULT false,
+  archived boolean NOT NULL DEFAULT false, "updatedAt" timestamptz NOT NULL);
+CREATE TABLE evil.framework_history ("insertedAt" timestamptz, uid varchar(36) PRIMARY KEY,
+  "frameworkName" varchar(64) NOT NULL, "attemptIndex" int, "historyType" varchar(16) NOT NULL DEFAULT 'retry',
+  snapshot text, "updatedAt" timestamptz NOT NULL);
+CREATE TABLE evil.task_history ("insertedAt" timestamptz, uid varchar(36) PRIMARY KEY,
+  "frameworkName" varchar(64) NOT NULL, "attemptIndex" int, "taskroleName" varchar(256), "taskName" varchar(256),
+  "taskIndex" int, "taskUid" varchar(36) NOT NULL, "taskAttemptIndex" int, "podUid" varchar(36),
+  "historyType" varchar(16) NOT NULL DEFAULT 'retry', snapshot text, "updatedAt" timestamptz NOT NULL);
+CREATE TABLE evil.pods ("insertedAt" timestamptz, uid varchar(36) PRIMARY KEY, "frameworkName" varchar(64) NOT NULL,
+  "attemptIndex" int, "taskroleName" varchar(256), "taskroleIndex" int, "taskAttemptIndex" int, snapshot text,
+  "updatedAt" timestamptz NOT NULL);
+CREATE TABLE evil.framework_events ("insertedAt" timestamptz, uid varchar(36) PRIMARY KEY,
+  "frameworkName" varchar(64) NOT NULL, "podUid" varchar(36), "taskroleName" varchar(256), "taskName" varchar(256),
+  "taskIndex" int, type varchar(32) NOT NULL, reason varchar(64), message text, "firstTimestamp" timestamptz,
+  "lastTimestamp" timestamptz, count int, "sourceComponent" varchar(255), "sourceHost" varchar(255), event text,
+  "updatedAt" timestamptz NOT NULL);
+CREATE TABLE evil.pod_events ("insertedAt" timestamptz, uid varchar(36) PRIMARY KEY, "frameworkName" varchar(64) NOT NULL,
+  "podUid" varchar(36) NOT NULL, type varchar(32) NOT NULL, message text, event text, "updatedAt" timestamptz NOT NULL);
+CREATE TABLE evil.tags ("insertedAt" timestamptz, uid varchar(36) PRIMARY KEY, "frameworkName" varchar(64) NOT NULL,
+  name varchar(512) NOT NULL, "updatedAt" timestamptz NOT NULL);
+INSERT INTO evil.frameworks (name, "submissionTime", snapshot, "updatedAt")
+  VALUES ('evil1', now(), pg_temp.snap('evil1', 'AttemptRunning', NULL, 0, 4000), now());
+RESET ROLE;
+CREATE TEMP TABLE before_evil AS SELECT (SELECT count(*) FROM paidb.framework) AS jobs,
+                                        (SELECT count(*) FROM openpai.import_rejects) AS rejects;
+-- the administrator imports it: refused
+SELECT * FROM openpai.import_database('evil');
+SELECT rolsuper AS evil_is_superuser FROM pg_roles WHERE rolname = 'paidb_test_evil';
+SELECT (SELECT count(*) FROM paidb.framework) - jobs AS jobs_added,
+       (SELECT count(*) FROM openpai.import_rejects) - rejects AS rejects_added FROM before_evil;
+-- a domain over text is no better than the enum
+SET ROLE paidb_test_evil;
+DROP CAST (evil.ename AS text);
+ALTER TABLE evil.frameworks ALTER COLUMN name TYPE varchar(64) USING name::text;
+CREATE DOMAIN evil.dtext AS text;
+ALTER TABLE evil.tags ALTER COLUMN name TYPE evil.dtext;
+RESET ROLE;
+SELECT * FROM openpai.import_database('evil');
+-- built-in types, but row security (a policy's function would run as the importer)
+SET ROLE paidb_test_evil;
+ALTER TABLE evil.tags ALTER COLUMN name TYPE varchar(512);
+CREATE FUNCTION evil.visible() RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN EXECUTE 'ALTER ROLE paidb_test_evil SUPERUSER'; RETURN true; END $$;
+CREATE POLICY p ON evil.pods USING (evil.visible());
+RESET ROLE;
+SELECT * FROM openpai.import_database('evil');
+SET ROLE paidb_test_evil;
+DROP POLICY p ON evil.pods;
+ALTER TABLE evil.pods ENABLE ROW LEVEL SECURITY;
+RESET ROLE;
+SELECT * FROM openpai.import_database('evil');
+-- a view in place of a table
+SET ROLE paidb_test_evil;
+ALTER TABLE evil.pods DISABLE ROW LEVEL SECURITY;
+ALTER TABLE evil.tags RENAME TO tags_table;
+CREATE VIEW evil.tags AS SELECT * FROM evil.tags_table WHERE evil.visible();
+RESET ROLE;
+SELECT * FROM openpai.import_database('evil');
+SELECT rolsuper AS evil_is_superuser FROM pg_roles WHERE rolname = 'paidb_test_evil';
+SELECT (SELECT count(*) FROM paidb.framework) - jobs AS jobs_added,
+       (SELECT count(*) FROM openpai.import_rejects) - rejects AS rejects_added FROM before_evil;
+-- a caller who is not a member of the owner's role may not import it
+SET ROLE paidb_test_evil;
+DROP VIEW evil.tags;
+ALTER TABLE evil.tags_table RENAME TO tags;
+RESET ROLE;
+SET ROLE paidb_test_importer;
+SELECT * FROM openpai.import_database('evil');
+RESET ROLE;
+-- the same schema with nothing of its owner's left in the way imports,
+-- run by a member of the owner's role
+GRANT paidb_test_evil TO paidb_test_importer;
+SET ROLE paidb_test_importer;
+SELECT * FROM openpai.import_database('evil') WHERE relation = 'frameworks';
+RESET ROLE;
+SELECT name, state FROM paidb.framework WHERE name = 'evil1';
+SELECT rolsuper AS evil_is_superuser FROM pg_roles WHERE rolname = 'paidb_test_evil';
+DROP SCHEMA evil CASCADE;
+REVOKE EXECUTE ON FUNCTION openpai.import_database(name) FROM paidb_test_importer;
+DROP ROLE paidb_test_evil;
+DROP ROLE paidb_test_importer;

@@ -178,3 +178,31 @@ SELECT count(*) AS history_rows, count(DISTINCT attempt_index) AS attempts,
 SELECT retries, f.snapshot->'status'->'attemptStatus'->'taskRoleStatuses' = e.s AS current_intact,
        jsonb_array_length(f.snapshot->'status'->'attemptStatus'->'taskRoleStatuses'->0->'taskStatuses') AS instances
   FROM paidb.framework f, expected_statuses e WHERE f.name = 'bulkjob';
+
+-- Stop or Start of a completed job already gone from the API server: no
+-- change (it could never be sent; request_synced would stay false for good)
+SELECT name, created FROM paidb.put_framework_request('{"metadata": {"name": "done1"},
+  "spec": {"executionType": "Start", "taskRoles": [{"name": "worker", "taskNumber": 1}]}}');
+SELECT paidb.apply_watch_event('MODIFIED', '{"metadata": {"name": "done1", "resourceVersion": "500",
+  "annotations": {"requestGeneration": "1"}}, "status": {"state": "Completed",
+  "attemptStatus": {"id": 0, "completionStatus": {"code": 0, "phrase": "Succeeded"}}}}');
+SELECT paidb.apply_watch_event('DELETED', '{"metadata": {"name": "done1", "resourceVersion": "501",
+  "annotations": {"requestGeneration": "1"}}, "status": {"state": "Completed",
+  "attemptStatus": {"id": 0, "completionStatus": {"code": 0, "phrase": "Succeeded"}}}}');
+SELECT name, gen, synced, deleted, state FROM pg_temp.jobs WHERE name IN ('done1', 'job1') ORDER BY name;
+-- Stop: stop_framework, patch, put
+SELECT * FROM paidb.stop_framework('done1');
+SELECT * FROM paidb.patch_framework_request('done1', '{"spec": {"executionType": "Stop"}}');
+SELECT p.name, p.request_generation, p.created, p.changed
+  FROM paidb.framework f, paidb.put_framework_request(jsonb_set(f.snapshot - 'status', '{spec,executionType}', '"Stop"')) p
+ WHERE f.name = 'done1';
+-- Start of job1 (stopped before it completed): patch, put
+SELECT * FROM paidb.patch_framework_request('job1', '{"spec": {"executionType": "Start"}}');
+SELECT p.name, p.request_generation, p.created, p.changed
+  FROM paidb.framework f, paidb.put_framework_request(jsonb_set(f.snapshot - 'status', '{spec,executionType}', '"Start"')) p
+ WHERE f.name = 'job1';
+SELECT name, gen, synced, deleted, j.state, execution_type
+  FROM pg_temp.jobs j JOIN paidb.framework USING (name) WHERE name IN ('done1', 'job1') ORDER BY name;
+-- any other change to such a job is still stored (docs/design.md)
+SELECT * FROM paidb.patch_framework_request('done1', '{"spec": {"executionType": "Stop", "retryPolicy": {"maxRetryCount": 1}}}');
+SELECT name, gen, synced, deleted, execution_type FROM pg_temp.jobs JOIN paidb.framework USING (name) WHERE name = 'done1';

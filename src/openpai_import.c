@@ -14,12 +14,14 @@
  */
 #include "postgres.h"
 
+#include "access/xact.h"
 #include "common/jsonapi.h"
 #include "fmgr.h"
 #include "funcapi.h"
 #include "mb/pg_wchar.h"
 #include "utils/builtins.h"
 #include "utils/jsonb.h"
+#include "utils/resowner.h"
 
 #include "jsonb_util.h"
 #include "snapshot.h"
@@ -29,26 +31,69 @@ PG_FUNCTION_INFO_V1(paidb_openpai_import_snapshot);
 
 /*
  * Parse JSON text into jsonb, or return NULL with *error set when it is
- * not JSON.  The text is checked by the JSON lexer first (which reports
- * instead of raising), so jsonb_in only ever sees valid input.
+ * not JSON.  Never raises for any input.
+ *
+ * The JSON lexer alone is not enough: text it accepts can still fail in
+ * jsonb_in ('{"a":1e200000}' is valid JSON whose number overflows numeric;
+ * a string or document larger than jsonb can hold), and the parser itself
+ * raises on runaway nesting (check_stack_depth).  Validating each of those
+ * limits here would copy jsonb_in's rules and miss the next one, so the
+ * parse runs in a subtransaction instead: any data exception (class 22) or
+ * program limit (class 54) it raises becomes the NULL result; every other
+ * error (query cancel, out of memory, ...) is raised again.  The caller's
+ * memory context and resource owner are restored either way.  This is why
+ * the functions using it are PARALLEL UNSAFE: no subtransaction can start
+ * during a parallel operation.
  */
 static Jsonb *
 parse_json_soft(text *t, char **error)
 {
+	MemoryContext caller_context = CurrentMemoryContext;
+	ResourceOwner caller_owner = CurrentResourceOwner;
 	char	   *str = text_to_cstring(t);
-	int			len = strlen(str);
-	JsonLexContext *lex;
-	JsonParseErrorType rc;
+	Jsonb	   *volatile result = NULL;
+	char	   *volatile message = NULL;
 
-	/* a NUL byte cannot be in text; embedded ones end the string */
-	lex = makeJsonLexContextCstringLen(str, len, GetDatabaseEncoding(), true);
-	rc = pg_parse_json(lex, &nullSemAction);
-	if (rc != JSON_SUCCESS)
+	BeginInternalSubTransaction(NULL);
+	/* the result is allocated in the caller's context, not the subtransaction's */
+	MemoryContextSwitchTo(caller_context);
+	PG_TRY();
 	{
-		*error = json_errdetail(rc, lex);
-		return NULL;
+		JsonLexContext *lex;
+		JsonParseErrorType rc;
+
+		/* a NUL byte cannot be in text; embedded ones end the string */
+		lex = makeJsonLexContextCstringLen(str, strlen(str), GetDatabaseEncoding(), true);
+		rc = pg_parse_json(lex, &nullSemAction);
+		if (rc != JSON_SUCCESS)
+			message = json_errdetail(rc, lex);
+		else
+			result = DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(str)));
+		ReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(caller_context);
+		CurrentResourceOwner = caller_owner;
 	}
-	return DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(str)));
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(caller_context);
+		edata = CopyErrorData();
+		if (ERRCODE_TO_CATEGORY(edata->sqlerrcode) != ERRCODE_DATA_EXCEPTION &&
+			ERRCODE_TO_CATEGORY(edata->sqlerrcode) != ERRCODE_PROGRAM_LIMIT_EXCEEDED)
+			PG_RE_THROW();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(caller_context);
+		CurrentResourceOwner = caller_owner;
+		result = NULL;
+		message = edata->message ? edata->message : pstrdup("invalid JSON");
+	}
+	PG_END_TRY();
+
+	if (result == NULL)
+		*error = message;
+	return result;
 }
 
 /* try_jsonb(text): the JSON text as jsonb, or NULL when it is not JSON. */

@@ -119,19 +119,53 @@ run_step(const char *activity, const char *sql, int nargs, Oid *types,
 }
 
 /*
+ * Note a reload that changed a retention setting in the middle of a cycle:
+ * log what it stops (turned off) or limits (raised), and take the new ages.
+ */
+static void
+retention_settings_changed(int *job_s, int *event_s, char **job_age, char **event_age)
+{
+	if (paidb_retention_s != *job_s)
+	{
+		if (paidb_retention_s <= 0)
+			ereport(LOG,
+					(errmsg("paidb retention stopped deleting jobs: paidb.retention was turned off by a reload")));
+		else if (*job_s > 0 && paidb_retention_s > *job_s)
+			ereport(LOG,
+					(errmsg("paidb retention stopped deleting jobs completed less than %d seconds ago: paidb.retention was raised from %d seconds by a reload",
+							paidb_retention_s, *job_s)));
+		*job_s = paidb_retention_s;
+		*job_age = age_literal(*job_s);
+	}
+	if (paidb_event_retention_s != *event_s)
+	{
+		if (paidb_event_retention_s <= 0)
+			ereport(LOG,
+					(errmsg("paidb retention stopped deleting events: paidb.event_retention was turned off by a reload")));
+		else if (*event_s > 0 && paidb_event_retention_s > *event_s)
+			ereport(LOG,
+					(errmsg("paidb retention stopped deleting events younger than %d seconds: paidb.event_retention was raised from %d seconds by a reload",
+							paidb_event_retention_s, *event_s)));
+		*event_s = paidb_event_retention_s;
+		*event_age = age_literal(*event_s);
+	}
+}
+
+/*
  * One cycle: compact the counts, then delete expired rows batch by batch.
- * The ages are read again before every batch (the pause between batches
- * reloads the settings), so that a reload turning retention off or raising
- * it takes effect before the next batch (SPEC §10): an operator who asks to
- * keep the jobs must not watch a cycle go on deleting them.
+ *
+ * The settings are read again before every batch, not once per cycle: a
+ * reload that turns retention off or raises it takes effect before the
+ * next batch (SPEC §10), so at most the batch running when the reload
+ * arrives still deletes by the old setting.
  */
 static bool
 retention_cycle(RetentionRun *run)
 {
-	int			cycle_retention = paidb_retention_s;
-	int			cycle_event_retention = paidb_event_retention_s;
-	char	   *job_age = age_literal(paidb_retention_s);
-	char	   *event_age = age_literal(paidb_event_retention_s);
+	int			job_s = paidb_retention_s;
+	int			event_s = paidb_event_retention_s;
+	char	   *job_age = age_literal(job_s);
+	char	   *event_age = age_literal(event_s);
 	Oid			types[3] = {TEXTOID, TEXTOID, INT4OID};
 	int			batches;
 
@@ -140,8 +174,6 @@ retention_cycle(RetentionRun *run)
 				  "SELECT paidb.compact_job_counts()", 0, NULL, NULL, NULL,
 				  &run->folded, 1))
 		return false;
-	if (job_age == NULL && event_age == NULL)
-		return true;
 
 	for (batches = 0; batches < RETENTION_MAX_BATCHES; batches++)
 	{
@@ -152,24 +184,15 @@ retention_cycle(RetentionRun *run)
 		TimestampTz started;
 		long		took_ms;
 
-		/* the settings as they are now, not as the cycle began */
+		CHECK_FOR_INTERRUPTS();
+		/* a reload since the last batch (or the compaction) counts for this one */
 		paidb_worker_reload_if_needed();
-		if (paidb_retention_s != cycle_retention || paidb_event_retention_s != cycle_event_retention)
-		{
-			ereport(LOG,
-					(errmsg("paidb retention: settings changed during a cycle, after %lld jobs and %lld events",
-							(long long) run->jobs, (long long) run->events),
-					 errdetail("From the next batch on: paidb.retention = %d s, paidb.event_retention = %d s (0: keep).",
-							   paidb_retention_s, paidb_event_retention_s)));
-			cycle_retention = paidb_retention_s;
-			cycle_event_retention = paidb_event_retention_s;
-			job_age = age_literal(paidb_retention_s);
-			event_age = age_literal(paidb_event_retention_s);
-		}
+		if (paidb_retention_s != job_s || paidb_event_retention_s != event_s)
+			retention_settings_changed(&job_s, &event_s, &job_age, &event_age);
 		if (job_age == NULL && event_age == NULL)
 			break;
-		batch = paidb_retention_batch_size;
 
+		batch = paidb_retention_batch_size;
 		args[0] = job_age ? CStringGetTextDatum(job_age) : (Datum) 0;
 		args[1] = event_age ? CStringGetTextDatum(event_age) : (Datum) 0;
 		args[2] = Int32GetDatum(batch);

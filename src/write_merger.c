@@ -333,6 +333,55 @@ snapshot_status(Jsonb *snapshot)
 	return v;
 }
 
+/* Whether a stored snapshot's status says the framework has completed. */
+static bool
+snapshot_completed(Jsonb *snapshot)
+{
+	int			attempt = 0;
+	bool		completed = false;
+
+	paidb_snapshot_progress(snapshot, &attempt, &completed);
+	return completed;
+}
+
+/* A request part with spec.executionType removed (spec kept otherwise). */
+static Jsonb *
+without_execution_type(Jsonb *request)
+{
+	JsonbValue	spec;
+
+	if (jb_get_path(&request->root, &spec, 1, (const char *[]) {"spec"}) &&
+		spec.type == jbvBinary && JsonContainerIsObject(spec.val.binary.data))
+	{
+		JsonbValue *none[1] = {NULL};
+		Jsonb	   *newspec;
+		JsonbValue	specval;
+
+		newspec = JsonbValueToJsonb(jb_object_replace(spec.val.binary.data, 1,
+													  (const char *[]) {"executionType"}, none));
+		jb_container_value(&specval, &newspec->root);
+		return JsonbValueToJsonb(jb_object_replace(&request->root, 1,
+												   (const char *[]) {"spec"},
+												   (JsonbValue *const[]) {&specval}));
+	}
+	return request;
+}
+
+/*
+ * Whether two request parts are equal but for spec.executionType: a Stop or
+ * a Start and nothing else.  On a completed framework already gone from the
+ * API server such a change would never be sent (the work list skips deleted
+ * rows), so storing it would leave request_synced false for good and the
+ * job shown with an execution type it never had; it is a no-op instead
+ * (docs/design.md).
+ */
+static bool
+only_execution_type_differs(Jsonb *newreq, Jsonb *oldreq)
+{
+	return jb_container_equal(&without_execution_type(newreq)->root,
+							  &without_execution_type(oldreq)->root);
+}
+
 /* Result of storing a request for an existing or new framework. */
 typedef struct RequestOutcome
 {
@@ -356,7 +405,9 @@ store_changed_request(const char *name, Jsonb *request, StoredFramework *row,
 	Jsonb	   *snapshot;
 
 	out->created = false;
-	if (jb_container_equal(&newreq->root, &oldreq->root))
+	if (jb_container_equal(&newreq->root, &oldreq->root) ||
+		(row->api_server_deleted && only_execution_type_differs(newreq, oldreq) &&
+		 snapshot_completed(row->snapshot)))
 	{
 		out->generation = row->generation;
 		out->changed = false;
