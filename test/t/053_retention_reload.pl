@@ -1,6 +1,6 @@
 # Retention turned off or raised by a reload in the middle of a cycle
 # (SPEC §10 "Decisions": it takes effect before the worker's next batch;
-# issue 17 item 8).
+# issue 17 item 4).
 #
 #   * 400 expired jobs (completed 200 days ago, gone from the API server),
 #     batch size 1, each delete slowed by a trigger so that a cycle lasts
