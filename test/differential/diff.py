@@ -168,7 +168,7 @@ def main():
     ap.add_argument("--user", default="postgres")
     ap.add_argument("--db", default="paidb_diff")
     ap.add_argument("--seed", type=int, default=None)
-    ap.add_argument("--queries", type=int, default=int(os.environ.get("PAIDB_DIFF_QUERIES", "3500")))
+    ap.add_argument("--queries", type=int, default=int(os.environ.get("PAIDB_DIFF_QUERIES", "10000")))
     ap.add_argument("--only", default="", help="comma-separated query ids to run (replay)")
     ap.add_argument("--min-rewritten", type=float, default=0.10,
                     help="fail when fewer than this fraction of the queries compared are rewritten")
@@ -201,6 +201,7 @@ def main():
     fail_kind = collections.Counter()
     rewritten_kind = collections.Counter()
     broken = []
+    states = collections.Counter()
     for phase in gen.PHASES:
         its = [it for it in items if it.phase == phase]
         if not its:
@@ -218,6 +219,7 @@ def main():
                     fail_kind[it.kind] += 1
                     continue
                 (la, sa), (lb, sb) = a["M"], b["M"]
+                states[sa] += 1
                 if sa != "00000" or sb != "00000":
                     ok = sa == sb
                 elif m.ordered:
@@ -257,6 +259,7 @@ def main():
     if fail_kind:
         print("differences by kind: " + ", ".join("%s %d/%d" % (k, n, by_kind[k]) for k, n in fail_kind.most_common()))
     print("rewritten by kind: " + ", ".join("%s %d/%d" % (k, n, by_kind[k]) for k, n in rewritten_kind.most_common()))
+    print("SQLSTATEs with the rewrites off: " + ", ".join("%s %d" % kv for kv in states.most_common()))
     frac = rewritten / explained if explained else 0.0
     print("differential: seed %d: %d queries compared, %d same, %d different; %d of %d EXPLAINed (%.1f%%) rewritten; %.1f s"
           % (seed, compared, same, compared - same, rewritten, explained, 100 * frac, elapsed))

@@ -32,8 +32,8 @@ PHASES = {
     "rls_all": ["paidb.job_summary", "paidb.job_count", "paidb.job_count_delta", "paidb.tag", "paidb.framework"],
 }
 PHASE_WEIGHTS = [("plain", 5), ("rls_summary", 2), ("rls_counts", 2), ("rls_tag", 1), ("rls_all", 2)]
-PLAIN_ROLES = [(None, 4), ("diff_all", 2), ("diff_noframework", 2), ("diff_notag", 2), ("du1", 1)]
-RLS_ROLES = [(None, 1), ("diff_all", 1), ("diff_noframework", 1), ("du0", 2), ("du1", 2), ("du2", 2),
+PLAIN_ROLES = [(None, 5), ("diff_all", 3), ("diff_noframework", 1), ("diff_notag", 1), ("du1", 1)]
+RLS_ROLES = [(None, 1), ("diff_all", 1), ("diff_noframework", 0.5), ("du0", 2), ("du1", 2), ("du2", 2),
              ("du3", 1), ("du4", 1), ("zz", 1)]
 
 
