@@ -2,7 +2,7 @@
 # paidb preloaded (its hooks active) and paidb_openpai, as a role that is
 # no superuser (sqlsmith calls arbitrary functions: a superuser could kill
 # backends or read files) but a member of paidb_reader and paidb_writer.
-# Used by test/suites/66_sqlsmith.sh and test/suites/91_asan_sqlsmith.sh;
+# Used by test/suites/66_sqlsmith.sh and test/suites/90_asan_sqlsmith.sh;
 # needs test/lib/common.sh.  The data is test/differential/setup.sql's.
 
 # paidb_sqlsmith BIN_DIR DATA_DIR SECONDS LABEL: sets SMITH_QUERIES (what
@@ -32,7 +32,8 @@ SQL
         --target='host=127.0.0.1 port=$port user=paidb_smith dbname=paidb_smith'" > "$out" 2>&1
     SMITH_QUERIES=$(sed -n 's/^queries: \([0-9]*\).*/\1/p' "$out" | tail -1)
     SMITH_QUERIES=${SMITH_QUERIES:-0}
-    grep -E '^error rate|^[0-9]+\s+ERROR' "$out" | head -12 | sed 's/^/   /'
+    grep -E "^[0-9]+\s+ERROR" "$out" | head -8 | sed "s/^/   /"
+    grep -E "^error rate" "$out" | tail -1 | sed "s/^/   /"
     sleep 1
     su postgres -c "$psql -d paidb_smith -tAc 'SELECT 1'" 2>/dev/null | grep -qx 1 && SMITH_UP=1
     SMITH_CRASHES=$(grep -cE 'terminated by signal|server process .* was terminated|TRAP: |terminating any other active server processes| PANIC: ' "$SMITH_LOG")
