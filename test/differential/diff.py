@@ -164,11 +164,11 @@ def show(lines, state, msg, limit=25):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--host", default="127.0.0.1")
-    ap.add_argument("--port", type=int, default=int(os.environ.get("PGPORT", "5432")))
+    ap.add_argument("--port", type=int, default=int(os.environ.get("PGPORT") or "5432"))
     ap.add_argument("--user", default="postgres")
     ap.add_argument("--db", default="paidb_diff")
     ap.add_argument("--seed", type=int, default=None)
-    ap.add_argument("--queries", type=int, default=int(os.environ.get("PAIDB_DIFF_QUERIES", "10000")))
+    ap.add_argument("--queries", type=int, default=int(os.environ.get("PAIDB_DIFF_QUERIES") or "10000"))
     ap.add_argument("--only", default="", help="comma-separated query ids to run (replay)")
     ap.add_argument("--min-rewritten", type=float, default=0.10,
                     help="fail when fewer than this fraction of the queries compared are rewritten")
