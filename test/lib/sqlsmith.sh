@@ -16,7 +16,7 @@ paidb_sqlsmith() {
     seed=${PAIDB_SQLSMITH_SEED:-$(( (RANDOM << 15 | RANDOM) % 2000000000 + 1 ))}
     SMITH_QUERIES=0 SMITH_CRASHES=0 SMITH_UP=0 SMITH_LOG=$data.log
     PG_BIN=$bin paidb_start_pg "$data" "$port" "shared_preload_libraries = 'paidb'" \
-        "paidb.k8s_api_server = 'http://127.0.0.1:$closed'" "max_connections = 20" || return 1
+        "paidb.k8s_api_server = 'http://127.0.0.1:$closed'" "paidb.database = 'paidb_smith'" "max_connections = 20" || return 1
     local psql="psql -X -q -h 127.0.0.1 -p $port -U postgres"
     su postgres -c "$psql -d postgres -c 'CREATE DATABASE paidb_smith'" &&
         su postgres -c "$psql -d paidb_smith -v ON_ERROR_STOP=1 -f '$ROOT/test/differential/setup.sql'" >/dev/null &&
