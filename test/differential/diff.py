@@ -202,6 +202,7 @@ def main():
     rewritten_kind = collections.Counter()
     broken = []
     states = collections.Counter()
+    fail_phase = collections.Counter()
     for phase in gen.PHASES:
         its = [it for it in items if it.phase == phase]
         if not its:
@@ -236,6 +237,7 @@ def main():
                 else:
                     failures.append((it, j, m, a, b, ""))
                     fail_kind[it.kind] += 1
+                    fail_phase[it.phase] += 1
 
     for (it, j, m, a, b, why) in failures[:args.show]:
         print("=" * 70)
@@ -258,6 +260,8 @@ def main():
     print("=" * 70)
     if fail_kind:
         print("differences by kind: " + ", ".join("%s %d/%d" % (k, n, by_kind[k]) for k, n in fail_kind.most_common()))
+    if fail_phase:
+        print("differences by phase: " + ", ".join("%s %d" % kv for kv in fail_phase.most_common()))
     print("rewritten by kind: " + ", ".join("%s %d/%d" % (k, n, by_kind[k]) for k, n in rewritten_kind.most_common()))
     print("SQLSTATEs with the rewrites off: " + ", ".join("%s %d" % kv for kv in states.most_common()))
     frac = rewritten / explained if explained else 0.0
