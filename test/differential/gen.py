@@ -347,7 +347,7 @@ class Gen:
         kind, s = self.count_query()
         if self.chance(0.3):
             kind, s = "page", self.page_sql()[0]
-        k = self.r.randint(0, 2)
+        k = self.r.randint(0, 3)
         flip = ["SET paidb.openpai_count_rewrite = {OFF}", "SET paidb.openpai_tag_rewrite = {OFF}"]
         back = ["SET paidb.openpai_count_rewrite = {ON}", "SET paidb.openpai_tag_rewrite = {ON}"]
         if k == 0:
@@ -362,11 +362,15 @@ class Gen:
             mains = [Main("SELECT * FROM pg_temp.df_{ID}()", False),
                      Main("SELECT pg_get_functiondef('pg_temp.df_{ID}'::regproc)", True, False)]
             post = back + ["DROP FUNCTION pg_temp.df_{ID}()"]
-        else:
+        elif k == 2:
             pre = ["CREATE FUNCTION pg_temp.df_{ID}() RETURNS SETOF text LANGUAGE sql STABLE AS $f$ SELECT s::text FROM (%s) s $f$" % s] + flip
             mains = [Main("SELECT * FROM pg_temp.df_{ID}()", False)]
             post = back + ["DROP FUNCTION pg_temp.df_{ID}()"]
-        return Item("stored_" + ("view", "atomic", "sqlfunc")[k], mains, pre=pre, post=post)
+        else:
+            pre = ["CREATE FUNCTION pg_temp.df_{ID}() RETURNS SETOF text LANGUAGE plpgsql STABLE AS $f$ BEGIN RETURN QUERY SELECT s::text FROM (%s) s; END $f$" % s] + flip
+            mains = [Main("SELECT * FROM pg_temp.df_{ID}()", False)]
+            post = back + ["DROP FUNCTION pg_temp.df_{ID}()"]
+        return Item("stored_" + ("view", "atomic", "sqlfunc", "plpgsql")[k], mains, pre=pre, post=post)
 
     # ---- tag pages ------------------------------------------------------
     def order(self, a, total_extra=""):
@@ -440,9 +444,14 @@ class Gen:
                 "SELECT DISTINCT * FROM (%s) p" % s,
                 "SELECT EXISTS (%s)" % s,
             ]), False)])
-        if k == 9:   # FOR SHARE
+        if k == 9:   # FOR SHARE, or a cursor over the page
             s, o = self.page_sql()
-            return Item("page_for_share", [Main(s + " FOR SHARE", o)])
+            if self.chance(0.5):
+                return Item("page_for_share", [Main(s + " FOR SHARE", o)])
+            return Item("page_cursor", [Main("FETCH %d FROM dc_{ID}" % self.r.randint(1, 5), o, False),
+                                        Main("FETCH ALL FROM dc_{ID}", o, False)],
+                        pre=["BEGIN", "DECLARE dc_{ID} %sCURSOR FOR %s" % (self.pick(["", "SCROLL ", "NO SCROLL "]), s)],
+                        post=["COMMIT"])
         if k == 10:  # the sub-select in the select list
             return Item("page_in_select", [Main(
                 "SELECT x, (SELECT f.name FROM openpai.frameworks f WHERE %s AND f.\"userName\" = x ORDER BY f.\"submissionTime\" DESC LIMIT 1) FROM (VALUES ('du0'), ('du1'), ('du3')) v(x) ORDER BY x"
