@@ -168,7 +168,7 @@ def main():
     ap.add_argument("--user", default="postgres")
     ap.add_argument("--db", default="paidb_diff")
     ap.add_argument("--seed", type=int, default=None)
-    ap.add_argument("--queries", type=int, default=int(os.environ.get("PAIDB_DIFF_QUERIES") or "20000"))
+    ap.add_argument("--queries", type=int, default=int(os.environ.get("PAIDB_DIFF_QUERIES") or "15000"))
     ap.add_argument("--only", default="", help="comma-separated query ids to run (replay)")
     ap.add_argument("--min-rewritten", type=float, default=0.10,
                     help="fail when fewer than this fraction of the queries compared are rewritten")

@@ -1,6 +1,6 @@
 # test/suites/65_differential.sh — the openpai rewrites (SPEC §10) against
 # themselves: test/differential/diff.py generates $PAIDB_DIFF_QUERIES
-# (default 20,000) queries over the openpai views from a seed
+# (default 15,000) queries over the openpai views from a seed
 # ($PAIDB_DIFF_SEED, else random; always printed) and runs each with
 # paidb.openpai_count_rewrite/paidb.openpai_tag_rewrite off and on, in two
 # psql sessions over the same data, under several roles and with row
