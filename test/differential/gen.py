@@ -522,8 +522,6 @@ class Gen:
         return Item("page_prepared", [Main("EXECUTE dq_{ID}(%s)" % args, True)],
                     pre=["PREPARE dq_{ID}(%s) AS %s" % (types, body)], post=["DEALLOCATE dq_{ID}"])
 
-    # ---- fixed cases: the Sequelize shapes exactly -----------------------
-    SEQUELIZE = None
 
     def item(self):
         f = self.r.random()
