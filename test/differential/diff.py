@@ -173,7 +173,9 @@ def main():
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--queries", type=int, default=int(os.environ.get("PAIDB_DIFF_QUERIES") or "15000"))
     ap.add_argument("--only", default="", help="comma-separated query ids to run (replay)")
-    ap.add_argument("--min-rewritten", type=float, default=0.10,
+    # about 10-11% fire under issue 17's rules (33% before them, several
+    # of those wrongly); under 5% the rewrites have stopped firing
+    ap.add_argument("--min-rewritten", type=float, default=0.05,
                     help="fail when fewer than this fraction of the queries compared are rewritten")
     ap.add_argument("--explain-every", type=int, default=2,
                     help="EXPLAIN every N-th query in both sessions (the rewritten fraction's sample)")
