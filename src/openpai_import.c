@@ -79,13 +79,19 @@ parse_json_soft(text *t, char **error)
 
 		MemoryContextSwitchTo(caller_context);
 		edata = CopyErrorData();
-		if (ERRCODE_TO_CATEGORY(edata->sqlerrcode) != ERRCODE_DATA_EXCEPTION &&
-			ERRCODE_TO_CATEGORY(edata->sqlerrcode) != ERRCODE_PROGRAM_LIMIT_EXCEEDED)
-			PG_RE_THROW();
 		FlushErrorState();
+		/*
+		 * Always end our subtransaction first: an error raised again from
+		 * inside it would leave it open for an enclosing handler (a
+		 * PL/pgSQL EXCEPTION block), which would then roll back ours in
+		 * place of its own.
+		 */
 		RollbackAndReleaseCurrentSubTransaction();
 		MemoryContextSwitchTo(caller_context);
 		CurrentResourceOwner = caller_owner;
+		if (ERRCODE_TO_CATEGORY(edata->sqlerrcode) != ERRCODE_DATA_EXCEPTION &&
+			ERRCODE_TO_CATEGORY(edata->sqlerrcode) != ERRCODE_PROGRAM_LIMIT_EXCEEDED)
+			ReThrowError(edata);
 		result = NULL;
 		message = edata->message ? edata->message : pstrdup("invalid JSON");
 	}
