@@ -109,6 +109,7 @@ typedef struct CountTarget
 {
 	Oid			frameworks;		/* openpai.frameworks */
 	Oid			tags;			/* openpai.tags */
+	RangeTblEntry *view;		/* the query's openpai.frameworks */
 	List	   *checks;			/* what the query as written checks */
 	AttrNumber	map[MaxHeapAttributeNumber + 1];	/* frameworks attno ->
 													 * counts column (0: none) */
@@ -185,6 +186,7 @@ find_target(Query *query, RangeTblEntry *rte, CountTarget *t)
 	Oid			paidb_nsp;
 	Oid			job_count;
 	Oid			job_count_delta;
+	int			i;
 
 	if (!OidIsValid(nsp))
 		return false;
@@ -205,43 +207,55 @@ find_target(Query *query, RangeTblEntry *rte, CountTarget *t)
 		paidb_has_row_security(job_count) || paidb_has_row_security(job_count_delta))
 		return false;
 	t->checks = NIL;
-	return paidb_collect_checks(query, rte, &t->checks);
+	t->view = rte;
+	/* the key columns' places in counts_sql's sub-query, in key_columns' order */
+	memset(t->map, 0, sizeof(t->map));
+	for (i = 0; i < (int) lengthof(key_columns); i++)
+	{
+		AttrNumber	from = get_attnum(t->frameworks, key_columns[i]);
+
+		if (from <= 0)
+			return false;
+		t->map[from] = i + 1;
+	}
+	return true;
 }
 
 /*
- * The counts sub-query, and the map from the view's key columns to its
- * columns (same type, typmod and collation), or NULL.
+ * The checks the query as written makes, collected only for a count that
+ * is about to be rewritten (a copy of each view's definition is walked):
+ * false where row security applies to a table under the view.
+ */
+static bool
+collect_view_checks(Query *query, CountTarget *t)
+{
+	t->checks = NIL;
+	return paidb_collect_checks(query, t->view, &t->checks);
+}
+
+/*
+ * The counts sub-query, if its key columns have the view's types, typmods
+ * and collations (t->map, from find_target, names their places), or NULL.
  */
 static Query *
 counts_subquery(CountTarget *t)
 {
 	Query	   *count = paidb_internal_select(counts_sql);
-	RangeTblEntry *c = linitial_node(RangeTblEntry, count->rtable);
-	Query	   *keys = c->subquery;
+	Query	   *keys = linitial_node(RangeTblEntry, count->rtable)->subquery;
 	int			i;
 
-	memset(t->map, 0, sizeof(t->map));
 	for (i = 0; i < (int) lengthof(key_columns); i++)
 	{
 		AttrNumber	from = get_attnum(t->frameworks, key_columns[i]);
+		TargetEntry *te = list_nth_node(TargetEntry, keys->targetList, t->map[from] - 1);
 		Oid			ftype;
 		int32		fmod;
 		Oid			fcoll;
-		ListCell   *lc;
 
-		if (from <= 0)
-			return NULL;
 		get_atttypetypmodcoll(t->frameworks, from, &ftype, &fmod, &fcoll);
-		foreach(lc, keys->targetList)
-		{
-			TargetEntry *te = lfirst_node(TargetEntry, lc);
-
-			if (te->resname != NULL && strcmp(te->resname, key_columns[i]) == 0 &&
-				exprType((Node *) te->expr) == ftype && exprTypmod((Node *) te->expr) == fmod &&
-				exprCollation((Node *) te->expr) == fcoll)
-				t->map[from] = te->resno;
-		}
-		if (t->map[from] == 0)
+		if (te->resname == NULL || strcmp(te->resname, key_columns[i]) != 0 ||
+			exprType((Node *) te->expr) != ftype || exprTypmod((Node *) te->expr) != fmod ||
+			exprCollation((Node *) te->expr) != fcoll)
 			return NULL;
 	}
 	return count;
@@ -298,10 +312,14 @@ rewrite_key_count(Query *query, CountTarget *t)
 	TargetEntry *sum;
 	Node	   *quals = query->jointree->quals;
 
-	/* the sub-query first: it fills the column map the filter is read by */
-	count = counts_subquery(t);
-	if (count == NULL || reads_beyond_key(quals, t) || contain_volatile_functions(quals) ||
+	if (reads_beyond_key(quals, t) || contain_volatile_functions(quals) ||
 		!paidb_expr_cannot_raise(quals))
+		return false;
+	/* the costlier tests only for a count that can be rewritten */
+	if (!collect_view_checks(query, t))
+		return false;
+	count = counts_subquery(t);
+	if (count == NULL)
 		return false;
 	sum = linitial_node(TargetEntry, count->targetList);
 	sum->resname = te->resname;
@@ -484,7 +502,8 @@ rewrite_tagged_count(Query *query, CountTarget *t)
 	if (list_length(arms) != 1)
 		return false;
 	in = paidb_tags_in_sublink((Node *) linitial(arms), query, t->frameworks, t->tags);
-	if (in == NULL || !tags_in_is_countable(in) || !every_tag_has_its_job())
+	if (in == NULL || !tags_in_is_countable(in) || !every_tag_has_its_job() ||
+		!collect_view_checks(query, t))
 		return false;
 	replace_with(query, (Node *) scalar_sublink(tagged_jobs_count(in)));
 	return true;

@@ -372,6 +372,7 @@ is_rewritable_level(Query *query, TagViews *v)
 	List	   *arms;
 	List	   *ignored = NIL;
 	ListCell   *lc;
+	bool		candidate = false;
 
 	if (query->commandType != CMD_SELECT || query->utilityStmt != NULL ||
 		query->querySource != QSRC_ORIGINAL || !query->hasSubLinks ||
@@ -386,8 +387,7 @@ is_rewritable_level(Query *query, TagViews *v)
 	if (linitial_node(RangeTblEntry, query->rtable)->rtekind != RTE_RELATION ||
 		!resolve_views(v) || linitial_node(RangeTblEntry, query->rtable)->relid != v->frameworks)
 		return false;
-	if (contain_volatile_functions((Node *) query) ||
-		!paidb_collect_checks(query, linitial_node(RangeTblEntry, query->rtable), &ignored))
+	if (contain_volatile_functions((Node *) query))
 		return false;
 	if (!paidb_expr_cannot_raise((Node *) query->targetList) ||
 		!paidb_expr_cannot_raise(query->havingQual) ||
@@ -399,11 +399,14 @@ is_rewritable_level(Query *query, TagViews *v)
 	{
 		Node	   *arm = (Node *) lfirst(lc);
 
-		if (paidb_tags_in_sublink(arm, query, v->frameworks, v->tags) == NULL &&
-			!is_implied_tag_test(arm, arms, query, v) && !paidb_expr_cannot_raise(arm))
+		if (paidb_tags_in_sublink(arm, query, v->frameworks, v->tags) != NULL)
+			candidate = true;
+		else if (!is_implied_tag_test(arm, arms, query, v) && !paidb_expr_cannot_raise(arm))
 			return false;
 	}
-	return true;
+	/* the view's definition is walked only for a level with a tags IN */
+	return candidate &&
+		paidb_collect_checks(query, linitial_node(RangeTblEntry, query->rtable), &ignored);
 }
 
 /* Moving a tags IN's filter from openpai.tags onto paidb.tag. */
