@@ -29,3 +29,20 @@ END $$;
 -- Bytes of a set of relations with their TOAST tables and indexes.
 CREATE OR REPLACE FUNCTION bench.bytes(rels regclass[]) RETURNS bigint
 LANGUAGE sql AS $$ SELECT sum(pg_total_relation_size(r))::bigint FROM unnest(rels) r $$;
+
+-- Whether the openpai rewrites change a query's plan (i.e. fire for it).
+CREATE OR REPLACE FUNCTION bench.rewritten(q text) RETURNS boolean
+LANGUAGE plpgsql AS $$
+DECLARE
+    line text;
+    rewritten text := '';
+    written text := '';
+BEGIN
+    FOR line IN EXECUTE 'EXPLAIN (COSTS OFF) ' || q LOOP rewritten := rewritten || line || E'\n'; END LOOP;
+    PERFORM set_config('paidb.openpai_count_rewrite', 'off', true);
+    PERFORM set_config('paidb.openpai_tag_rewrite', 'off', true);
+    FOR line IN EXECUTE 'EXPLAIN (COSTS OFF) ' || q LOOP written := written || line || E'\n'; END LOOP;
+    PERFORM set_config('paidb.openpai_count_rewrite', 'on', true);
+    PERFORM set_config('paidb.openpai_tag_rewrite', 'on', true);
+    RETURN rewritten <> written;
+END $$;

@@ -172,6 +172,7 @@ def main():
                   % (lit(label), lit(variant), lit(q), n))
             if variant == 'written':
                 print('RESET paidb.openpai_count_rewrite; RESET paidb.openpai_tag_rewrite;')
+                print("SELECT %s, 'fired', 0, 0, bench.rewritten(%s);" % (lit(label), lit(q)))
     print('RESET search_path;')
 
 
