@@ -18,8 +18,7 @@
 #      without the write path's new work (the job-list trigger), alternating;
 #   4. submissions while retention deletes >= 100,000 expired jobs, beside
 #      submissions without it;
-#   5. bytes per job, paidb beside OpenPAI's schema: a typical job, a
-#      1,000-instance job and its history.
+#   (bytes per job: test/bench/footprint.sh.)
 #
 # Run as root (servers run as postgres), niced.  PAIDB_BENCH_JOBS=100000 for
 # a quick try; BENCH_QUERY_RUNS (default 21) timed runs per shape on paidb,
@@ -243,54 +242,3 @@ echo "put_framework_request: $d/s while retention ran (runs: ${during[*]}); $bef
 awk -v d="$d" -v b="$before" -v a="$after" 'BEGIN {m = (a + b) / 2; printf "  ratio %.2f of the mean without; target >= 0.80: %s\n", d/m, (d/m >= 0.8 ? "PASS" : "MISS")}'
 $PSQL -At -c "SELECT 'left: ' || count(*) || ' expired jobs' FROM paidb.framework WHERE api_server_deleted AND sub_state = 'Completed' AND completion_time < now() - interval '$AGE'"
 
-echo
-echo "== bytes per job (table + TOAST + indexes), paidb beside OpenPAI's schema"
-psql -X -q -d postgres -c "CREATE DATABASE cost" || exit 1
-PGDATABASE=cost $PSQL -c "CREATE EXTENSION pg_trgm" -c "CREATE EXTENSION paidb CASCADE" -f "$W/fixtures.sql" \
-    -f "$W/queries_bench.sql" >/dev/null || exit 1
-PGDATABASE=cost $PSQL -v jobs=10000 -f "$W/queries_data.sql" || exit 1
-PGDATABASE=cost $PSQL -At <<EOS | awk -F'|' 'NF == 3 {printf "%-50s paidb %8d bytes/job, OpenPAI %8d bytes/job: paidb/OpenPAI %.2f (goal <= 0.33)\n", $1, $2, $3, $2/$3}'
-CREATE SCHEMA openpai_db;
-SET search_path = openpai_db;
-\i $W/openpai_schema.sql
-RESET search_path;
--- the same jobs in OpenPAI's tables
-CREATE FUNCTION pg_temp.copy_to_openpai() RETURNS void LANGUAGE sql AS \$\$
-TRUNCATE openpai_db.frameworks CASCADE;
-INSERT INTO openpai_db.frameworks ("insertedAt", name, namespace, "jobName", "userName", "jobConfig",
-  "executionType", "creationTime", "launchTime", "virtualCluster", "jobPriority", "totalGpuNumber",
-  "totalTaskNumber", "totalTaskRoleNumber", "logPathInfix", "submissionTime", retries, "retryDelayTime",
-  "platformRetries", "resourceRetries", "userRetries", "completionTime", "appExitCode", "subState", state,
-  snapshot, "requestSynced", "apiServerDeleted", "updatedAt")
-SELECT inserted_at, name, namespace, job_name, user_name, job_config, execution_type, creation_time,
-  launch_time, virtual_cluster, job_priority, total_gpu_number, total_task_number, total_task_role_number,
-  log_path_infix, submission_time, retries, retry_delay_time, platform_retries, resource_retries,
-  user_retries, completion_time, app_exit_code, sub_state, state, snapshot::text, request_synced,
-  api_server_deleted, updated_at FROM paidb.framework;
-INSERT INTO openpai_db.tags ("insertedAt", uid, "frameworkName", name, "updatedAt")
-SELECT inserted_at, uid, framework_name, name, updated_at FROM paidb.tag;
-INSERT INTO openpai_db.framework_history ("insertedAt", uid, "frameworkName", "attemptIndex", "historyType", snapshot, "updatedAt")
-SELECT inserted_at, uid, framework_name, attempt_index, history_type, snapshot::text, updated_at FROM paidb.framework_history;
-\$\$;
-CREATE FUNCTION pg_temp.paidb_bytes() RETURNS bigint LANGUAGE sql AS \$\$
-SELECT bench.bytes(ARRAY['paidb.framework', 'paidb.job_summary', 'paidb.framework_history', 'paidb.tag',
-                         'paidb.job_count', 'paidb.job_count_delta']::regclass[]) \$\$;
-CREATE FUNCTION pg_temp.openpai_bytes() RETURNS bigint LANGUAGE sql AS \$\$
-SELECT bench.bytes(ARRAY['openpai_db.frameworks', 'openpai_db.framework_history', 'openpai_db.tags']::regclass[]) \$\$;
-DO \$\$ BEGIN PERFORM paidb.compact_job_counts(); PERFORM pg_temp.copy_to_openpai(); END \$\$;
-VACUUM ANALYZE;
-CREATE TEMP TABLE base AS SELECT pg_temp.paidb_bytes() AS p, pg_temp.openpai_bytes() AS o,
-  (SELECT count(*) FROM paidb.framework) AS n;
-SELECT 'typical job (of 10,000: 4 instances, tags, 10% retried)', base.p / base.n, base.o / base.n FROM base;
--- 20 jobs of 1,000 instances, each with one retried attempt in the history
-INSERT INTO paidb.framework (name, job_name, user_name, virtual_cluster, submission_time, snapshot,
-    request_generation, request_synced, state, sub_state)
-SELECT 'big' || i, 'big', 'user001', 'default', now(), bench.snapshot_600kb('big' || i), 1, true, 'RUNNING', 'AttemptRunning'
-  FROM generate_series(1, 20) i;
-INSERT INTO paidb.framework_history (uid, framework_name, attempt_index, snapshot)
-SELECT paidb.history_uid('big' || i, 0, 'retry'), 'big' || i, 0, bench.snapshot_600kb('big' || i) FROM generate_series(1, 20) i;
-DO \$\$ BEGIN PERFORM paidb.compact_job_counts(); PERFORM pg_temp.copy_to_openpai(); END \$\$;
-VACUUM ANALYZE;
-SELECT '1,000-instance job with one retried attempt', (pg_temp.paidb_bytes() - base.p) / 20,
-       (pg_temp.openpai_bytes() - base.o) / 20 FROM base;
-EOS

@@ -26,10 +26,6 @@ BEGIN
       INTO p50, p99 FROM unnest(ts) x;
 END $$;
 
--- Bytes of a set of relations with their TOAST tables and indexes.
-CREATE OR REPLACE FUNCTION bench.bytes(rels regclass[]) RETURNS bigint
-LANGUAGE sql AS $$ SELECT sum(pg_total_relation_size(r))::bigint FROM unnest(rels) r $$;
-
 -- Whether the openpai rewrites change a query's plan (i.e. fire for it).
 CREATE OR REPLACE FUNCTION bench.rewritten(q text) RETURNS boolean
 LANGUAGE plpgsql AS $$

@@ -81,6 +81,10 @@ if [ -f "$ROOT/test/bench/bench_fake.py" ]; then
     /usr/bin/python3 "$ROOT/test/bench/bench_fake.py"
 fi
 
+echo
+echo "== bytes per job by part and snapshot compressions (issue 19)"
+bash "$ROOT/test/bench/footprint.sh"
+
 if [ -f "$ROOT/test/bench/queries.sh" ]; then
     echo
     echo "== job queries and the data life cycle at ${PAIDB_BENCH_JOBS:-1000000} jobs (docs/queries.md)"

@@ -11,7 +11,7 @@ PG_BIN=$PAIDB_PG_ROOT/usr/lib/postgresql/15/bin
 export PG_TEST_PORT_DIR=${PG_TEST_PORT_DIR:-/tmp/paidb-portlock}
 PAIDB_DEBS="postgresql-15 postgresql-server-dev-15 postgresql-contrib libcurl4-openssl-dev \
 libjson-c-dev zlib1g-dev libyaml-dev pkg-config make gcc postgresql-15-pgtap \
-libtap-parser-sourcehandler-pgtap-perl libipc-run-perl python3 openssl curl sqlsmith"
+libtap-parser-sourcehandler-pgtap-perl libipc-run-perl python3 openssl curl sqlsmith zstd"
 
 # Install the Debian packages paidb and its tests need (only what is missing).
 paidb_install_packages() {
