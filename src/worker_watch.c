@@ -40,6 +40,7 @@
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "storage/latch.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/hsearch.h"
 #include "utils/jsonb.h"
@@ -102,6 +103,8 @@ typedef struct WatchItem
 	size_t		len;			/* strlen(json) */
 	int			seq;			/* place in the batch (keeps one object's order) */
 	bool		last_use;		/* applied on its own: json may be freed once parsed */
+	bool		has_rv;			/* a listed item's metadata.resourceVersion ... */
+	int64		rv;				/* ... is this decimal */
 } WatchItem;
 
 typedef struct Reflector Reflector;
@@ -138,6 +141,7 @@ struct Reflector
 	bool		importing;		/* the LIST under way adopts */
 	bool		adopt_in_watch; /* new timeline: the watch adopts too */
 	HTAB	   *seen;			/* names listed so far (reconcile) */
+	uint64		unchanged;		/* listed as last applied: not applied again */
 	int			failures;		/* consecutive failed rounds */
 	int			relists;		/* LISTs in a row whose first watch got 410 at once */
 	bool		just_listed;	/* no watch since the last LIST */
@@ -163,6 +167,7 @@ static SPIPlanPtr plan_put_installation = NULL;
 static SPIPlanPtr plan_reconcile_candidates = NULL;
 static SPIPlanPtr plan_deleted_snapshot = NULL;
 static SPIPlanPtr plan_upsert_event = NULL;
+static SPIPlanPtr plan_stored_rvs = NULL;
 
 static ApplyOutcome apply_framework(Reflector *r, WatchItem *item);
 static ApplyOutcome apply_event(Reflector *r, WatchItem *item);
@@ -233,6 +238,14 @@ prepare_plans(void)
 											 "AND ($1::pg_catalog.int8 IS NULL OR resource_version <= $1) "
 											 "ORDER BY name COLLATE \"C\"",
 											 1, types);
+
+	/* the listed names' stored positions, in the order items are applied */
+	types[0] = TEXTARRAYOID;
+	plan_stored_rvs = paidb_prepare_kept(
+								   "SELECT name, resource_version FROM paidb.framework "
+								   "WHERE name OPERATOR(pg_catalog.=) ANY ($1) AND NOT api_server_deleted "
+								   "AND resource_version IS NOT NULL ORDER BY name COLLATE \"C\"",
+								   1, types);
 
 	types[0] = TEXTOID;
 	types[1] = TEXTOID;
@@ -651,6 +664,8 @@ batch_add(Reflector *r, const char *type, char *name, char *json, size_t len)
 	item->len = len;
 	item->seq = r->nitems - 1;
 	item->last_use = false;
+	item->has_rv = false;
+	item->rv = 0;
 	r->nbytes += len;
 	if (len >= LARGE_ITEM_BYTES)
 		r->large = true;
@@ -1001,8 +1016,93 @@ batch_fill_from_list(Reflector *r, K8sList *list)
 			continue;
 		}
 		batch_add(r, "ADDED", item->name, item->json, item->len);
+		if (item->resource_version != NULL)
+		{
+			WatchItem  *added = &r->items[r->nitems - 1];
+
+			added->has_rv = k8s_rv_parse(item->resource_version, &added->rv);
+		}
 	}
 	MemoryContextSwitchTo(oldcxt);
+}
+
+/*
+ * Take out of the batch the listed frameworks whose resourceVersion is the
+ * one last applied to their row: a re-list (after 410 Gone or a restart
+ * without a usable position) then costs a lookup for each unchanged job
+ * instead of a parse, a merge and a row update.
+ *
+ * Why nothing is lost: an object's resourceVersion changes with every
+ * change to it, so the listed object is the one whose merge produced the
+ * row's status; merging it again recomposes the same snapshot from the
+ * stored request and the same status, and request_synced from the same
+ * generations.  Only this watcher moves resource_version (and a reconcile
+ * or a DELETED, after which the row is api_server_deleted or holds a
+ * version no live object can have), so the comparison made here holds
+ * until the batch is applied in the same transaction.  Rows marked deleted
+ * are always merged, as are items without a decimal version.
+ */
+static void
+drop_unchanged(Reflector *r)
+{
+	Datum	   *names;
+	int			nnames = 0;
+	int			i;
+	int			kept;
+	uint64		k;
+	SPITupleTable *tuptable;
+
+	if (r->importing || r->nitems == 0)
+		return;
+	qsort(r->items, r->nitems, sizeof(WatchItem), item_cmp);
+	names = palloc(sizeof(Datum) * r->nitems);
+	for (i = 0; i < r->nitems; i++)
+		if (r->items[i].has_rv && r->items[i].name != NULL)
+			names[nnames++] = CStringGetTextDatum(r->items[i].name);
+	if (nnames == 0)
+		return;
+	{
+		Datum		arg = PointerGetDatum(construct_array(names, nnames, TEXTOID, -1, false, TYPALIGN_INT));
+
+		if (SPI_execute_plan(plan_stored_rvs, &arg, NULL, true, 0) != SPI_OK_SELECT)
+			elog(ERROR, "could not read the stored resourceVersions of listed frameworks");
+	}
+	tuptable = SPI_tuptable;
+
+	/* both in bytewise name order: walk them together */
+	kept = 0;
+	k = 0;
+	for (i = 0; i < r->nitems; i++)
+	{
+		WatchItem  *item = &r->items[i];
+		bool		unchanged = false;
+
+		while (item->name != NULL && k < SPI_processed)
+		{
+			char	   *stored_name = SPI_getvalue(tuptable->vals[k], tuptable->tupdesc, 1);
+			int			c = strcmp(stored_name, item->name);
+
+			if (c < 0)
+			{
+				k++;
+				continue;
+			}
+			if (c == 0 && item->has_rv)
+			{
+				bool		isnull;
+				Datum		d = SPI_getbinval(tuptable->vals[k], tuptable->tupdesc, 2, &isnull);
+
+				unchanged = !isnull && DatumGetInt64(d) == item->rv;
+			}
+			break;
+		}
+		if (unchanged)
+			r->unchanged++;
+		else
+			r->items[kept++] = *item;
+	}
+	SPI_freetuptable(tuptable);
+	r->nitems = kept;
 }
 
 /*
@@ -1019,6 +1119,8 @@ apply_list_batch(Reflector *r, const char *list_rv)
 			 paidb_worker_names[r->def->kind], r->nitems, r->def->what);
 	paidb_worker_begin(activity);
 	prepare_plans();
+	if (r->def->reconcile)
+		drop_unchanged(r);
 	apply_items(r, r->items, r->nitems, r->def->apply);
 	if (list_rv != NULL && r->def->reconcile && r->nitems > 0)
 	{
@@ -1057,6 +1159,7 @@ run_list(Reflector *r)
 
 	MemoryContextReset(r->list_cxt);
 	r->seen = NULL;
+	r->unchanged = 0;
 	r->importing = r->import_pending;
 	if (r->def->reconcile)
 	{
@@ -1098,8 +1201,8 @@ run_list(Reflector *r)
 				break;
 			if (batch_full(r))
 			{
-				apply_list_batch(r, NULL);
 				total += r->nitems;
+				apply_list_batch(r, NULL);
 				batch_report(r, r->importing ? "importing" : "listing");
 				batch_reset(r);
 				continue;
@@ -1173,7 +1276,10 @@ run_list(Reflector *r)
 			(errmsg("paidb %s: %s %llu %s in %d pages at resourceVersion \"%s\"",
 					paidb_worker_names[r->def->kind],
 					r->importing ? "imported" : "listed", (unsigned long long) total,
-					r->def->what, pages, r->rv)));
+					r->def->what, pages, r->rv),
+			 r->unchanged > 0 ?
+			 errdetail("%llu of them were unchanged since they were last applied and were not applied again.",
+					   (unsigned long long) r->unchanged) : 0));
 	r->failures = 0;
 	r->just_listed = true;
 	r->import_pending = false;

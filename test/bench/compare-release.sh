@@ -25,7 +25,10 @@
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-RELEASE=cd6809c
+# BENCH_RELEASE: the release to compare with (default 0.1, cd6809c; 0.2 is
+# acb8bb9; BENCH_RELEASE_LABEL names it)
+RELEASE=${BENCH_RELEASE:-cd6809c}
+RELEASE_LABEL=${BENCH_RELEASE_LABEL:-0.1}
 . "$ROOT/test/lib/common.sh"
 . "$ROOT/test/bench/lib.sh"
 [ "$(id -u)" = 0 ] || { echo "run as root" >&2; exit 2; }
@@ -34,7 +37,7 @@ FAKE="$ROOT/test/kube-fake/kube-fake"
 E2E_JOBS=${BENCH_E2E_JOBS:-20000}
 CLIENTS=8
 
-echo "== this tree against release 0.1 ($RELEASE): medians of $RUNS alternated runs per build"
+echo "== this tree against release $RELEASE_LABEL ($RELEASE): medians of $RUNS alternated runs per build"
 if ! git -C "$ROOT" cat-file -e "$RELEASE^{commit}" 2>/dev/null; then
     echo "SKIP: commit $RELEASE is not available in $ROOT (no .git or a shallow clone); nothing compared"
     exit 0
@@ -45,7 +48,7 @@ W=$(mktemp -d /tmp/paidb-cmp.XXXXXX)
 chmod 755 "$W"
 chown postgres "$W"
 BUILDS=(old new)
-declare -A LABEL=([old]="0.1 ($RELEASE)" [new]="now")
+declare -A LABEL=([old]="$RELEASE_LABEL ($RELEASE)" [new]="now")
 declare -A PGROOT=([old]=${BENCH_BEFORE_PG_ROOT:-$W/root-old} [new]=${BENCH_AFTER_PG_ROOT:-$W/root-new})
 declare -A SRC=([old]=$W/src-old [new]=$ROOT)
 declare -A PORTS
@@ -280,11 +283,34 @@ e2e_run() {
     else
         echo "compare: ${LABEL[$b]}: backlog not applied within 5 minutes" >&2; record ingest$suffix "$b" 0; record ingest_cpu$suffix "$b" 0
     fi
+    # A re-list of the same jobs, unchanged since they were applied (issue
+    # 19): the watch is ended and the next one gets a 410 ERROR event; the
+    # time until the LIST is applied (listed_at).
+    if [ -z "$suffix" ]; then
+        local mark
+        mark=$(q "SELECT now()")
+        fw0=$(cpu_secs "$fw")
+        t0=$(now)
+        curl -s -X POST -H 'Content-Type: application/json' \
+            -d '{"status": 410, "verb": "watch", "resource": "frameworks", "inStream": true, "count": 1}' \
+            "$fake_url/_fake/faults" >/dev/null
+        curl -s -X POST -H 'Content-Type: application/json' -d '{"mode": "end", "resource": "frameworks"}' \
+            "$fake_url/_fake/watches/cut" >/dev/null
+        relisted() { [ "$(q "SELECT coalesce(listed_at > '$mark', false) FROM paidb.watch_state WHERE watcher = 'frameworks'")" = t ]; }
+        if poll relisted 0.05 300; then
+            record relist "$b" "$(awk -v n=$((per * CLIENTS)) -v t="$(since "$t0")" 'BEGIN {printf "%.0f", n / t}')"
+            record relist_cpu "$b" "$(awk -v n=$((per * CLIENTS)) -v a="$fw0" -v b="$(cpu_secs "$fw")" 'BEGIN {printf "%.0f", (b > a) ? n / (b - a) : 0}')"
+        else
+            echo "compare: ${LABEL[$b]}: re-list not applied within 5 minutes" >&2; record relist "$b" 0; record relist_cpu "$b" 0
+        fi
+    fi
     paidb_stop_pg "$W/pg-$b"; rm -rf "$W/pg-$b"
     kill "$fake_pid"; wait "$fake_pid" 2>/dev/null
 }
 if [ "$E2E_JOBS" -gt 0 ]; then
-    FIGURES+=(create create_cpu ingest ingest_cpu)
+    FIGURES+=(create create_cpu ingest ingest_cpu relist relist_cpu)
+    NAME[relist]="framework watcher re-list jobs/s ($E2E_JOBS listed, unchanged; the fake's LIST included)"
+    NAME[relist_cpu]="  the same, per CPU second of the framework watcher"
     NAME[create_cpu]="  the same, per CPU second of the sync worker"
     NAME[ingest_cpu]="  the same, per CPU second of the framework watcher"
     NAME[create]="sync worker creates/s in the API server ($E2E_JOBS jobs, submit to all synced)"

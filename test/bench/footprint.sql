@@ -13,37 +13,27 @@ LANGUAGE sql AS $$ SELECT pg_table_size(r) - pg_relation_size(r, 'fsm') - pg_rel
 -- and TOAST of the job table less the snapshot and the job config as
 -- stored (compressed, inline or in TOAST): row headers, the other
 -- columns, page overhead and the free space the fillfactor keeps.
-CREATE OR REPLACE FUNCTION bench.paidb_parts() RETURNS TABLE (part text, bytes bigint)
-LANGUAGE sql AS $$
-WITH c AS (SELECT coalesce(sum(pg_column_size(snapshot)), 0) AS snap,
-                  coalesce(sum(pg_column_size(job_config)), 0) AS conf FROM paidb.framework)
-SELECT * FROM (VALUES
-  ('1 job row',         (SELECT bench.heap_toast('paidb.framework') - snap - conf FROM c)),
-  ('2 snapshot',        (SELECT snap FROM c)),
-  ('3 job config',      (SELECT conf FROM c)),
-  ('4 job indexes',     pg_indexes_size('paidb.framework')),
-  ('5 history',         pg_total_relation_size('paidb.framework_history')),
-  ('6 task history',    pg_total_relation_size('paidb.task_history')),
-  ('7 job list',        pg_total_relation_size('paidb.job_summary')),
-  ('8 counts',          pg_total_relation_size('paidb.job_count') + pg_total_relation_size('paidb.job_count_delta')),
-  ('9 tags',            pg_total_relation_size('paidb.tag'))) v(part, bytes)
-$$;
-
-CREATE OR REPLACE FUNCTION bench.openpai_parts() RETURNS TABLE (part text, bytes bigint)
-LANGUAGE sql AS $$
-WITH c AS (SELECT coalesce(sum(pg_column_size(snapshot)), 0) AS snap,
-                  coalesce(sum(pg_column_size("jobConfig")), 0) AS conf FROM openpai_db.frameworks)
-SELECT * FROM (VALUES
-  ('1 job row',         (SELECT bench.heap_toast('openpai_db.frameworks') - snap - conf FROM c)),
-  ('2 snapshot',        (SELECT snap FROM c)),
-  ('3 job config',      (SELECT conf FROM c)),
-  ('4 job indexes',     pg_indexes_size('openpai_db.frameworks')),
-  ('5 history',         pg_total_relation_size('openpai_db.framework_history')),
-  ('6 task history',    pg_total_relation_size('openpai_db.task_history')),
-  ('7 job list',        0::bigint),
-  ('8 counts',          0::bigint),
-  ('9 tags',            pg_total_relation_size('openpai_db.tags'))) v(part, bytes)
-$$;
+CREATE OR REPLACE FUNCTION bench.parts(job regclass, config_column text, history regclass,
+    task_history regclass, job_list regclass[], counts regclass[], tags regclass)
+RETURNS TABLE (part text, bytes bigint)
+LANGUAGE plpgsql AS $$
+DECLARE
+    snap bigint;
+    conf bigint;
+BEGIN
+    EXECUTE format('SELECT coalesce(sum(pg_column_size(snapshot)), 0), coalesce(sum(pg_column_size(%I)), 0) FROM %s',
+                   config_column, job) INTO snap, conf;
+    RETURN QUERY SELECT * FROM (VALUES
+      ('1 job row',      bench.heap_toast(job) - snap - conf),
+      ('2 snapshot',     snap),
+      ('3 job config',   conf),
+      ('4 job indexes',  pg_indexes_size(job)),
+      ('5 history',      pg_total_relation_size(history)),
+      ('6 task history', pg_total_relation_size(task_history)),
+      ('7 job list',     (SELECT coalesce(sum(pg_total_relation_size(r)), 0)::bigint FROM unnest(job_list) r)),
+      ('8 counts',       (SELECT coalesce(sum(pg_total_relation_size(r)), 0)::bigint FROM unnest(counts) r)),
+      ('9 tags',         pg_total_relation_size(tags))) v(part, bytes);
+END $$;
 
 -- OpenPAI's tables made to hold exactly paidb's jobs (snapshots as TEXT,
 -- as its Sequelize models store them).
@@ -72,7 +62,11 @@ $$;
 -- Both schemas' parts now, to subtract from a later reading.
 CREATE OR REPLACE FUNCTION bench.footprint_reading() RETURNS TABLE (part text, paidb bigint, openpai bigint)
 LANGUAGE sql AS $$
-SELECT p.part, p.bytes, o.bytes FROM bench.paidb_parts() p JOIN bench.openpai_parts() o USING (part)
+SELECT p.part, p.bytes, o.bytes
+  FROM bench.parts('paidb.framework', 'job_config', 'paidb.framework_history', 'paidb.task_history',
+                   '{paidb.job_summary}', '{paidb.job_count,paidb.job_count_delta}', 'paidb.tag') p
+  JOIN bench.parts('openpai_db.frameworks', 'jobConfig', 'openpai_db.framework_history', 'openpai_db.task_history',
+                   '{}', '{}', 'openpai_db.tags') o USING (part)
 $$;
 
 -- Jobs that failed and were retried `attempts` times: the job as the

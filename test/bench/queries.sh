@@ -78,20 +78,9 @@ $PSQL <<EOS || exit 1
 CREATE SCHEMA openpai_db;
 SET search_path = openpai_db;
 \i $W/openpai_schema.sql
-INSERT INTO openpai_db.frameworks ("insertedAt", name, namespace, "jobName", "userName", "jobConfig",
-  "executionType", "creationTime", "launchTime", "virtualCluster", "jobPriority", "totalGpuNumber",
-  "totalTaskNumber", "totalTaskRoleNumber", "logPathInfix", "submissionTime", retries, "retryDelayTime",
-  "platformRetries", "resourceRetries", "userRetries", "completionTime", "appExitCode", "subState", state,
-  snapshot, "requestSynced", "apiServerDeleted", "updatedAt")
-SELECT inserted_at, name, namespace, job_name, user_name, job_config, execution_type, creation_time,
-  launch_time, virtual_cluster, job_priority, total_gpu_number, total_task_number, total_task_role_number,
-  log_path_infix, submission_time, retries, retry_delay_time, platform_retries, resource_retries,
-  user_retries, completion_time, app_exit_code, sub_state, state, snapshot::text, request_synced,
-  api_server_deleted, updated_at FROM paidb.framework;
-INSERT INTO openpai_db.tags ("insertedAt", uid, "frameworkName", name, "updatedAt")
-SELECT inserted_at, uid, framework_name, name, updated_at FROM paidb.tag;
-INSERT INTO openpai_db.framework_history ("insertedAt", uid, "frameworkName", "attemptIndex", "historyType", snapshot, "updatedAt")
-SELECT inserted_at, uid, framework_name, attempt_index, history_type, snapshot::text, updated_at FROM paidb.framework_history;
+RESET search_path;
+\i $W/footprint.sql
+DO \$\$ BEGIN PERFORM bench.copy_to_openpai(); END \$\$;
 VACUUM ANALYZE openpai_db.frameworks, openpai_db.tags, openpai_db.framework_history;
 EOS
 echo "copied in $(( $(ms_since $t0) / 1000 )) s"

@@ -100,3 +100,7 @@ fi
 echo
 echo "== this tree against release 0.1 (issue 8: no figure regresses by more than 5%)"
 bash "$ROOT/test/bench/compare-release.sh"
+
+echo
+echo "== this tree against release 0.2 (issue 19: no write path slower than 0.2; re-list and ingestion beside 0.2's)"
+BENCH_RELEASE=acb8bb9 BENCH_RELEASE_LABEL=0.2 bash "$ROOT/test/bench/compare-release.sh"

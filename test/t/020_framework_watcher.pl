@@ -173,10 +173,18 @@ ok(poll($node, q{SELECT last_error LIKE 'WATCH frameworks failed%' FROM paidb.st
 $offset = -s $node->logfile;
 my $stored = $node->safe_psql('postgres', q{SELECT resource_version FROM paidb.watch_state WHERE watcher = 'frameworks'});
 
-# Behind its back: a running and a completed framework disappear, and the
-# history is compacted so the stored resourceVersion is too old.
+# The rows of the frameworks that will not change meanwhile, as they are now.
+my $rows_before = $node->safe_psql('postgres', q{SELECT string_agg(name || ':' || xmin, ',' ORDER BY name)
+    FROM paidb.framework WHERE name IN ('adopt3', 'adopt4', 'adopt5')});
+
+# Behind its back: a running and a completed framework disappear, one more
+# changes, and the history is compacted so the stored resourceVersion is too old.
 delete_in_fake('adopt1');
 delete_in_fake('done2');
+my ($relabel_code, $relabelled) = $fake->api(PATCH => fw_path('adopt2'), { metadata => { labels => { outage => 'yes' } } },
+	'application/merge-patch+json');
+die "patching adopt2: HTTP $relabel_code" unless $relabel_code == 200;
+my $relabelled_rv = $relabelled->{metadata}{resourceVersion};
 my $compacted = eval { $fake->compact };
 ok($compacted, 'kube-fake compacted its history') or diag($@);
 cmp_ok($compacted->{compactedResourceVersion}, '>', $stored, 'the stored resourceVersion is now too old');
@@ -199,6 +207,14 @@ ok(poll($node, q{SELECT count(*) = 4 FROM paidb.framework
 ok(poll($node, qq{SELECT resource_version::bigint >= $compacted->{compactedResourceVersion}
             FROM paidb.watch_state WHERE watcher = 'frameworks'}),
 	'the new list resourceVersion is stored');
+# issue 19: a re-list applies only what changed
+ok(poll($node, qq{SELECT resource_version = $relabelled_rv FROM paidb.framework WHERE name = 'adopt2'}),
+	'the framework changed meanwhile is applied from the list');
+is($node->safe_psql('postgres', q{SELECT string_agg(name || ':' || xmin, ',' ORDER BY name)
+    FROM paidb.framework WHERE name IN ('adopt3', 'adopt4', 'adopt5')}), $rows_before,
+	'the frameworks listed unchanged are not applied again (their rows are not rewritten)');
+ok(wait_log($node, qr/listed \d+ frameworks in \d+ pages at resourceVersion "\d+"\n.*DETAIL:  3 of them were unchanged since they were last applied/, $offset),
+	'the log says how many listed frameworks were unchanged');
 
 # ---- 7. retain mode off: a framework only the API server has is an orphan
 $node->safe_psql('postgres', q{ALTER SYSTEM SET paidb.retain_mode = off});
