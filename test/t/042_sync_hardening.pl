@@ -205,8 +205,16 @@ ok($sync0->{pid}, 'the sync worker runs');
 	my ($code) = $fake->api(POST => $FW, $mine);
 	is($code, 201, 'a framework labelled for adoptme exists');
 	my $theirs = job_request('foreignfw', hold_state => 'AttemptCreationPending');
-	($code) = $fake->api(POST => $FW, $theirs);
+	my $created;
+	($code, $created) = $fake->api(POST => $FW, $theirs);
 	is($code, 201, 'a foreign framework foreignfw exists');
+	# The watcher passes both before the jobs exist (with retain mode on it
+	# ignores them): this case is the create's 409.  A watch event of the
+	# foreign framework merged after the submission is another case (the
+	# job would take its status), which a loaded machine produced here.
+	ok(poll($node, qq{SELECT resource_version::bigint >= $created->{metadata}{resourceVersion}
+	        FROM paidb.watch_state WHERE watcher = 'frameworks'}),
+		'the framework watcher has passed both frameworks');
 
 	submit($node, job_request('adoptme'));
 	submit($node, job_request('foreignfw'));
