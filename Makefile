@@ -8,6 +8,9 @@ MODULE_big = paidb
 # Objects are listed explicitly: a stray file in src/ must not change the build.
 OBJS = \
 	src/paidb.o \
+	src/cluster_config.o \
+	src/placement.o \
+	src/worker_launcher.o \
 	src/worker_retention.o \
 	src/job_list.o \
 	src/guc.o \
@@ -51,7 +54,7 @@ SHLIB_LINK = $(shell pkg-config --libs json-c libcurl zlib yaml-0.1)
 PG_CFLAGS = -Wall -Wextra -Wno-unused-parameter
 
 # pg_regress suites (sql/NAME.sql, expected/NAME.out); they need no preload.
-REGRESS = init merge_patch history framework_state snapshot write_merger bad_input addons \
+REGRESS = init merge_patch history framework_state snapshot write_merger bad_input addons clusters \
 	openpai_views openpai_task_history openpai_import life_cycle openpai_counts openpai_tags openpai_exact
 REGRESS_OPTS = --inputdir=$(srcdir) --dbname=paidb_regression
 

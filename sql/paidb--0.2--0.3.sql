@@ -41,3 +41,200 @@ SELECT paidb.create_keyword_indexes();
 DROP INDEX paidb.job_summary_user_name_idx;
 CREATE INDEX job_summary_user_name_idx ON paidb.job_summary (user_name, submission_time)
     INCLUDE (name, job_name, virtual_cluster);
+
+-------------------------------------------------------------------------------
+-- Many clusters from one database (SPEC §11)
+-------------------------------------------------------------------------------
+
+-- The clusters paidb drives.  NULL columns fall back to the paidb.k8s_* and
+-- paidb.retain_mode settings, so the row 'default' (all NULL) is exactly
+-- 0.2's single API server.  Credentials stay in the files the row names.
+-- The launcher reads this table every second: inserting a row starts the
+-- cluster's workers, changing its address or credential files restarts
+-- them, and 'removed' (or deleting the row) stops them.
+CREATE TABLE paidb.cluster (
+    name text PRIMARY KEY
+        CONSTRAINT cluster_name_check
+        CHECK (name OPERATOR(pg_catalog.~) '^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$'),
+    api_server text
+        CONSTRAINT cluster_api_server_check
+        CHECK (api_server OPERATOR(pg_catalog.~*) '^https?://[^[:space:]]+$'
+               AND pg_catalog.octet_length(api_server) OPERATOR(pg_catalog.<) 1024),
+    namespace text
+        CONSTRAINT cluster_namespace_check
+        CHECK (namespace OPERATOR(pg_catalog.~) '^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$'),
+    token_file text
+        CONSTRAINT cluster_token_file_check
+        CHECK (token_file OPERATOR(pg_catalog.<>) ''
+               AND pg_catalog.octet_length(token_file) OPERATOR(pg_catalog.<) 1024),
+    ca_file text
+        CONSTRAINT cluster_ca_file_check
+        CHECK (ca_file OPERATOR(pg_catalog.<>) ''
+               AND pg_catalog.octet_length(ca_file) OPERATOR(pg_catalog.<) 1024),
+    retain_mode boolean,
+    state text NOT NULL DEFAULT 'active'
+        CONSTRAINT cluster_state_check
+        CHECK (state OPERATOR(pg_catalog.=) ANY (ARRAY['active', 'cordoned', 'removed'])),
+    inserted_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    updated_at timestamptz NOT NULL DEFAULT pg_catalog.now()
+);
+INSERT INTO paidb.cluster (name) VALUES ('default');
+
+CREATE FUNCTION paidb.cluster_updated_at()
+RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, paidb
+AS $fn$
+BEGIN
+    NEW.updated_at := pg_catalog.now();
+    RETURN NEW;
+END
+$fn$;
+CREATE TRIGGER cluster_updated_at BEFORE UPDATE ON paidb.cluster
+    FOR EACH ROW EXECUTE FUNCTION paidb.cluster_updated_at();
+
+-- A new job of a virtual cluster without a cluster argument goes here.
+CREATE TABLE paidb.virtual_cluster_placement (
+    virtual_cluster text PRIMARY KEY,
+    cluster text NOT NULL REFERENCES paidb.cluster (name)
+);
+
+-- Every job belongs to one cluster; 0.2's jobs to 'default'.  A constant
+-- default adds the column without rewriting the table.
+ALTER TABLE paidb.framework
+    ADD COLUMN cluster text NOT NULL DEFAULT 'default',
+    ADD COLUMN placement integer NOT NULL DEFAULT 1,
+    ADD COLUMN moving_from text;
+ALTER TABLE paidb.framework
+    ADD CONSTRAINT framework_cluster_fkey FOREIGN KEY (cluster) REFERENCES paidb.cluster (name),
+    ADD CONSTRAINT framework_moving_from_fkey FOREIGN KEY (moving_from) REFERENCES paidb.cluster (name),
+    ADD CONSTRAINT framework_placement_check CHECK (placement OPERATOR(pg_catalog.>=) 1);
+-- a cluster's jobs (remove_cluster, cluster_status, a re-list): few distinct
+-- values, which a deduplicated b-tree keeps small
+CREATE INDEX framework_cluster_idx ON paidb.framework (cluster, state);
+-- the sync worker's work list, per cluster: one cluster's due rows never
+-- stand in front of another's.  NULL (due now) sorts as -infinity, so "due
+-- by now" is a range of the index: a claim reads the due rows only, not
+-- every row sent and not yet confirmed by the watch (0.2 read them all).
+DROP INDEX paidb.framework_needs_sync_idx;
+CREATE INDEX framework_needs_sync_idx ON paidb.framework
+    (cluster, (COALESCE(next_sync_at, '-infinity'::timestamptz)), name)
+    WHERE NOT api_server_deleted AND (NOT request_synced OR sub_state = 'Completed');
+-- jobs moving out of a cluster (few at any time)
+CREATE INDEX framework_moving_from_idx ON paidb.framework (moving_from)
+    WHERE moving_from IS NOT NULL;
+GRANT SELECT (cluster, placement, moving_from) ON paidb.framework TO paidb_reader;
+
+-- Orphans are per cluster: the same name may be one in two clusters.
+ALTER TABLE paidb.orphan
+    ADD COLUMN cluster text NOT NULL DEFAULT 'default'
+        REFERENCES paidb.cluster (name) ON DELETE CASCADE;
+ALTER TABLE paidb.orphan DROP CONSTRAINT orphan_pkey;
+ALTER TABLE paidb.orphan ADD CONSTRAINT orphan_pkey PRIMARY KEY (cluster, name);
+
+REVOKE ALL ON paidb.cluster, paidb.virtual_cluster_placement FROM PUBLIC;
+GRANT SELECT ON paidb.cluster, paidb.virtual_cluster_placement TO paidb_writer, paidb_reader;
+
+-- put_framework_request gains the cluster of a new job.
+DROP FUNCTION paidb.put_framework_request(jsonb, timestamptz, jsonb);
+CREATE FUNCTION paidb.put_framework_request(request jsonb,
+    submission_time timestamptz DEFAULT pg_catalog.now(),
+    add_ons jsonb DEFAULT '{}',
+    cluster text DEFAULT NULL)
+RETURNS TABLE (name text, request_generation bigint, created boolean, changed boolean)
+AS 'MODULE_PATHNAME', 'paidb_put_framework_request'
+LANGUAGE C VOLATILE
+SECURITY DEFINER SET search_path = pg_catalog, paidb;
+REVOKE ALL ON FUNCTION paidb.put_framework_request(jsonb, timestamptz, jsonb, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION paidb.put_framework_request(jsonb, timestamptz, jsonb, text) TO paidb_writer;
+
+-- Move a waiting job to another active cluster: the new cluster creates it
+-- only once the old one has confirmed its framework gone, unless force.
+CREATE FUNCTION paidb.move_job(name text, cluster text, force boolean DEFAULT false)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'paidb_move_job'
+LANGUAGE C VOLATILE
+SECURITY DEFINER SET search_path = pg_catalog, paidb;
+REVOKE ALL ON FUNCTION paidb.move_job(text, text, boolean) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION paidb.move_job(text, text, boolean) TO paidb_writer;
+
+-- A cluster stops taking part: refused while it has a job that is not
+-- completed and gone from its API server (cordon it first and let them
+-- finish).  The row itself can be deleted once no job refers to it.
+CREATE FUNCTION paidb.remove_cluster(name text)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, paidb
+AS $fn$
+DECLARE
+    live bigint;
+BEGIN
+    IF remove_cluster.name IS NULL THEN
+        RAISE EXCEPTION 'name must not be null' USING ERRCODE = '22004';
+    END IF;
+    -- waits for submissions placing a job in it (they hold FOR KEY SHARE)
+    PERFORM 1 FROM paidb.cluster c WHERE c.name = remove_cluster.name FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'cluster "%" does not exist', remove_cluster.name USING ERRCODE = '22023';
+    END IF;
+    SELECT pg_catalog.count(*) INTO live
+      FROM paidb.framework f
+     WHERE (f.cluster = remove_cluster.name OR f.moving_from = remove_cluster.name)
+       AND NOT (f.sub_state IS NOT DISTINCT FROM 'Completed' AND f.api_server_deleted);
+    IF live > 0 THEN
+        RAISE EXCEPTION 'cluster "%" has % jobs that are not completed and deleted', remove_cluster.name, live
+            USING ERRCODE = '55000',
+                  HINT = 'Cordon it (UPDATE paidb.cluster SET state = ''cordoned''), let its jobs finish, then remove it.';
+    END IF;
+    UPDATE paidb.cluster c SET state = 'removed' WHERE c.name = remove_cluster.name;
+END
+$fn$;
+REVOKE ALL ON FUNCTION paidb.remove_cluster(text) FROM PUBLIC;
+
+-- status() gains each worker's cluster.
+DROP FUNCTION paidb.status();
+CREATE FUNCTION paidb.status(
+    OUT worker text, OUT pid integer, OUT state text,
+    OUT started_at timestamptz, OUT last_activity timestamptz,
+    OUT resource_version text, OUT events_applied bigint,
+    OUT requests_sent bigint, OUT errors bigint, OUT last_error text,
+    OUT cluster text)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'paidb_status'
+LANGUAGE C VOLATILE;
+REVOKE ALL ON FUNCTION paidb.status() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION paidb.status() TO paidb_writer, paidb_reader;
+
+-- What the running workers know of each cluster (shared memory).
+CREATE FUNCTION paidb._cluster_workers(
+    OUT cluster text, OUT workers integer, OUT last_contact timestamptz,
+    OUT resource_version text, OUT last_error text)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'paidb_cluster_workers'
+LANGUAGE C VOLATILE;
+REVOKE ALL ON FUNCTION paidb._cluster_workers() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION paidb._cluster_workers() TO paidb_writer, paidb_reader;
+
+-- One row per cluster: its jobs by state, what is left to sync, and how
+-- its workers and API server are doing.
+CREATE VIEW paidb.cluster_status AS
+SELECT c.name AS cluster,
+       c.state,
+       COALESCE((SELECT pg_catalog.jsonb_object_agg(s.state, s.n)
+                   FROM (SELECT f.state, pg_catalog.count(*) AS n
+                           FROM paidb.framework f
+                          WHERE f.cluster = c.name
+                          GROUP BY f.state) s), '{}'::jsonb) AS jobs,
+       (SELECT pg_catalog.count(*) FROM paidb.framework f
+         WHERE f.cluster = c.name AND NOT f.api_server_deleted
+           AND (NOT f.request_synced OR f.sub_state = 'Completed')) AS unsynced,
+       (SELECT pg_catalog.count(*) FROM paidb.framework f
+         WHERE f.moving_from = c.name) AS moving_out,
+       w.last_contact,
+       w.resource_version,
+       COALESCE(w.workers, 0) AS workers,
+       w.last_error
+  FROM paidb.cluster c
+  LEFT JOIN paidb._cluster_workers() w ON w.cluster = c.name;
+REVOKE ALL ON paidb.cluster_status FROM PUBLIC;
+GRANT SELECT ON paidb.cluster_status TO paidb_writer, paidb_reader;

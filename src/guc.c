@@ -38,6 +38,8 @@ int			paidb_retention_interval_ms = 60000;
 int			paidb_retention_batch_size = 100;
 bool		paidb_openpai_count_rewrite = true;
 bool		paidb_openpai_tag_rewrite = true;
+int			paidb_max_clusters = 16;
+char	   *paidb_default_cluster = NULL;
 
 /* Define every paidb.* setting; called once from _PG_init. */
 void
@@ -66,7 +68,20 @@ paidb_define_gucs(void)
 								   "Empty: the bootstrap superuser. It needs LOGIN and the privileges docs/workers.md lists.",
 								   &paidb_worker_role, "",
 								   PGC_POSTMASTER, GUC_SUPERUSER_ONLY, NULL, NULL, NULL);
+
+		DefineCustomIntVariable("paidb.max_clusters",
+								"Largest number of clusters with workers at once.",
+								"Each cluster that is not removed needs a slot, and three "
+								"background worker processes (see max_worker_processes).",
+								&paidb_max_clusters, 16, 1, 1000,
+								PGC_POSTMASTER, 0, NULL, NULL, NULL);
 	}
+
+	DefineCustomStringVariable("paidb.default_cluster",
+							   "Cluster of a new job whose virtual cluster has no placement.",
+							   "A row of paidb.cluster; see paidb.virtual_cluster_placement.",
+							   &paidb_default_cluster, "default",
+							   PGC_USERSET, 0, NULL, NULL, NULL);
 
 	DefineCustomStringVariable("paidb.k8s_api_server",
 							   "URL of the Kubernetes API server.",

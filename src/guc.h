@@ -26,6 +26,8 @@ extern int	paidb_retention_interval_ms;
 extern int	paidb_retention_batch_size;
 extern bool paidb_openpai_count_rewrite;
 extern bool paidb_openpai_tag_rewrite;
+extern int	paidb_max_clusters;
+extern char *paidb_default_cluster;
 
 extern void paidb_define_gucs(void);
 

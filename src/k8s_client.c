@@ -44,10 +44,12 @@
 #include "utils/json.h"
 #include "utils/memutils.h"
 
+#include "cluster_config.h"
 #include "guc.h"
 #include "k8s_client.h"
 #include "k8s_objects.h"
 #include "worker_common.h"
+#include "worker_shmem.h"
 
 #define K8S_SA_DIR			"/var/run/secrets/kubernetes.io/serviceaccount"
 #define K8S_MAX_TOKEN_BYTES (64 * 1024)
@@ -579,7 +581,11 @@ k8s_strings_differ(const char *a, const char *b)
 static void
 k8s_client_load_config(K8sClient *client)
 {
-	const char *url = paidb_k8s_api_server;
+	/* the calling worker's cluster: its row, else the paidb.k8s_* settings */
+	const char *url = paidb_cluster_api_server();
+	const char *token_file = paidb_cluster_token_file();
+	const char *ca_file = paidb_cluster_ca_file();
+	const char *namespace = paidb_cluster_namespace();
 	char	   *old_token_path = client->token_path;
 	char	   *new_token_path;
 
@@ -603,9 +609,9 @@ k8s_client_load_config(K8sClient *client)
 		len = strlen(client->base_url);
 		while (len > 0 && client->base_url[len - 1] == '/')
 			client->base_url[--len] = '\0';
-		new_token_path = k8s_config_string(client, paidb_k8s_token_file, NULL);
-		client->ca_path = k8s_config_string(client, paidb_k8s_ca_file, NULL);
-		client->namespace = k8s_config_string(client, paidb_k8s_namespace, "default");
+		new_token_path = k8s_config_string(client, token_file, NULL);
+		client->ca_path = k8s_config_string(client, ca_file, NULL);
+		client->namespace = k8s_config_string(client, namespace, "default");
 	}
 	else
 	{
@@ -626,12 +632,12 @@ k8s_client_load_config(K8sClient *client)
 			client->config_problem =
 				MemoryContextStrdup(client->mcxt,
 									"paidb.k8s_api_server is empty and KUBERNETES_SERVICE_HOST is not set");
-		new_token_path = k8s_config_string(client, paidb_k8s_token_file, K8S_SA_DIR "/token");
-		client->ca_path = k8s_config_string(client, paidb_k8s_ca_file, K8S_SA_DIR "/ca.crt");
+		new_token_path = k8s_config_string(client, token_file, K8S_SA_DIR "/token");
+		client->ca_path = k8s_config_string(client, ca_file, K8S_SA_DIR "/ca.crt");
 
 		/* 'default' (the setting's default) means the service account's namespace */
-		if (paidb_k8s_namespace == NULL || paidb_k8s_namespace[0] == '\0' ||
-			strcmp(paidb_k8s_namespace, "default") == 0)
+		if (namespace == NULL || namespace[0] == '\0' ||
+			strcmp(namespace, "default") == 0)
 		{
 			char	   *ns = k8s_read_small_file(K8S_SA_DIR "/namespace", 253, NULL);
 
@@ -639,7 +645,7 @@ k8s_client_load_config(K8sClient *client)
 				client->namespace = MemoryContextStrdup(client->mcxt, ns);
 		}
 		if (client->namespace == NULL)
-			client->namespace = k8s_config_string(client, paidb_k8s_namespace, "default");
+			client->namespace = k8s_config_string(client, namespace, "default");
 	}
 
 	if (client->base_url != NULL &&
@@ -1360,6 +1366,8 @@ k8s_request_flush_stream(K8sRequest *req)
 		return;
 	if (req->cb_status < 200 || req->cb_status >= 300)
 		return;					/* keep the error body for its Status */
+	/* a watch that streams is the cluster answering (cluster_status) */
+	paidb_worker_note_contact();
 	req->streaming = true;
 	req->buf_len = 0;
 	if (req->stream_failed)
@@ -1411,6 +1419,9 @@ k8s_request_complete(K8sRequest *req, CURLcode code)
 
 	res->http_status = status;
 	res->curl_code = (int) code;
+	/* an answer that is not overload or a server fault counts as contact */
+	if (code == CURLE_OK && status >= 200 && status < 500 && status != 429)
+		paidb_worker_note_contact();
 	if (code == CURLE_OK)
 		res->kind = (status >= 200 && status < 300) ? K8S_RESULT_OK : K8S_RESULT_HTTP_ERROR;
 	else if (code == CURLE_OPERATION_TIMEDOUT)

@@ -15,6 +15,8 @@
 
 /* The label every object paidb creates carries: <label>: <framework name> */
 #define PAIDB_FRAMEWORK_LABEL		"paidb.io/framework"
+/* which placement of the job an object belongs to (SPEC §11) */
+#define PAIDB_PLACEMENT_LABEL		"paidb.io/placement"
 
 /* Whether name follows the framework-name rule. */
 extern bool paidb_valid_framework_name(const char *name);

@@ -27,6 +27,7 @@
 #include "utils/numeric.h"
 #include "utils/timestamp.h"
 
+#include "cluster_config.h"
 #include "guc.h"
 #include "job_config.h"
 #include "job_state.h"
@@ -199,9 +200,10 @@ paidb_derive_columns(Jsonb *snapshot, DerivedColumns *d)
 
 	/* request part */
 	set_text(d, COL_NAMESPACE, root, 2, (const char *[]) {"metadata", "namespace"});
-	if (d->nulls[COL_NAMESPACE] && paidb_k8s_namespace && paidb_k8s_namespace[0])
+	if (d->nulls[COL_NAMESPACE] && paidb_cluster_namespace() && paidb_cluster_namespace()[0])
 	{
-		d->values[COL_NAMESPACE] = CStringGetTextDatum(paidb_k8s_namespace);
+		/* the namespace its cluster creates it in (SPEC §11) */
+		d->values[COL_NAMESPACE] = CStringGetTextDatum(paidb_cluster_namespace());
 		d->nulls[COL_NAMESPACE] = false;
 	}
 	set_text(d, COL_JOB_NAME, root, 3, (const char *[]) {"metadata", "annotations", "jobName"});

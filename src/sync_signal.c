@@ -44,7 +44,7 @@ paidb_xact_callback(XactEvent event, void *arg)
 				int			i;
 
 				workers_needed_at_commit = false;
-				for (i = 0; i < PAIDB_NUM_WORKERS; i++)
+				for (i = 0; i < PAIDB_NUM_WORKER_KINDS; i++)
 					paidb_wake_worker((PaidbWorkerKind) i);
 			}
 			break;

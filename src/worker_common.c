@@ -26,6 +26,7 @@
 #include "utils/timestamp.h"
 
 #include "common/pg_prng.h"
+#include "cluster_config.h"
 #include "guc.h"
 #include "k8s_client.h"
 #include "worker_common.h"
@@ -33,41 +34,98 @@
 MemoryContext paidb_worker_context = NULL;
 
 static PaidbWorkerKind my_kind;
+static PaidbClusterConfig my_cluster_config;
 
 /* bgw_function_name of each worker, by PaidbWorkerKind */
-static const char *const worker_functions[PAIDB_NUM_WORKERS] = {
+static const char *const worker_functions[PAIDB_NUM_WORKER_KINDS] = {
 	"paidb_sync_main", "paidb_framework_watcher_main", "paidb_event_watcher_main",
-	"paidb_retention_main"
+	"paidb_retention_main", "paidb_launcher_main"
 };
 
-/* Register the workers; called from _PG_init when preloaded. */
+/* What a cluster's worker is started with (bgw_extra). */
+typedef struct ClusterWorkerArg
+{
+	int			slot;
+	uint64		generation;
+} ClusterWorkerArg;
+
+/* A worker's BackgroundWorker entry, common fields filled. */
+static void
+init_worker_entry(BackgroundWorker *worker, PaidbWorkerKind kind)
+{
+	memset(worker, 0, sizeof(*worker));
+	worker->bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+	worker->bgw_start_time = BgWorkerStart_RecoveryFinished;
+	worker->bgw_restart_time = 1;
+	snprintf(worker->bgw_library_name, BGW_MAXLEN, "paidb");
+	snprintf(worker->bgw_function_name, BGW_MAXLEN, "%s", worker_functions[kind]);
+	snprintf(worker->bgw_type, BGW_MAXLEN, "paidb %s", paidb_worker_names[kind]);
+	worker->bgw_main_arg = Int32GetDatum(kind);
+}
+
+/*
+ * Register the server's own workers (retention and the launcher, which
+ * starts every cluster's); called from _PG_init when preloaded.
+ */
 void
 paidb_register_workers(void)
 {
 	int			i;
 
-	for (i = 0; i < PAIDB_NUM_WORKERS; i++)
+	for (i = PAIDB_CLUSTER_WORKERS; i < PAIDB_NUM_WORKER_KINDS; i++)
 	{
 		BackgroundWorker worker;
 
-		memset(&worker, 0, sizeof(worker));
-		worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-		worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
-		worker.bgw_restart_time = 1;
-		snprintf(worker.bgw_library_name, BGW_MAXLEN, "paidb");
-		snprintf(worker.bgw_function_name, BGW_MAXLEN, "%s", worker_functions[i]);
+		init_worker_entry(&worker, (PaidbWorkerKind) i);
 		snprintf(worker.bgw_name, BGW_MAXLEN, "paidb %s", paidb_worker_names[i]);
-		snprintf(worker.bgw_type, BGW_MAXLEN, "paidb %s", paidb_worker_names[i]);
-		worker.bgw_main_arg = Int32GetDatum(i);
 		RegisterBackgroundWorker(&worker);
 	}
+}
+
+/*
+ * Start one of a cluster's workers for the slot's current generation.  The
+ * postmaster restarts it after a crash; when the launcher has moved the
+ * slot to another generation, the restarted worker exits with code 0 and
+ * is gone for good.  False when no background worker slot is free.
+ */
+bool
+paidb_start_cluster_worker(PaidbWorkerKind kind, int slot, uint64 generation,
+						   const char *cluster, BackgroundWorkerHandle **handle)
+{
+	BackgroundWorker worker;
+	ClusterWorkerArg arg;
+
+	Assert(PAIDB_KIND_PER_CLUSTER(kind));
+	init_worker_entry(&worker, kind);
+	if (strcmp(cluster, PAIDB_DEFAULT_CLUSTER) == 0)
+		snprintf(worker.bgw_name, BGW_MAXLEN, "paidb %s", paidb_worker_names[kind]);
+	else
+		snprintf(worker.bgw_name, BGW_MAXLEN, "paidb %s of cluster %s",
+				 paidb_worker_names[kind], cluster);
+	worker.bgw_notify_pid = MyProcPid;
+	arg.slot = slot;
+	arg.generation = generation;
+	StaticAssertStmt(sizeof(arg) <= BGW_EXTRALEN, "bgw_extra too small");
+	memcpy(worker.bgw_extra, &arg, sizeof(arg));
+	return RegisterDynamicBackgroundWorker(&worker, handle);
 }
 
 /* on_shmem_exit callback: unpublish the worker. */
 static void
 worker_exit(int code, Datum arg)
 {
-	paidb_worker_detach((PaidbWorkerKind) DatumGetInt32(arg));
+	paidb_worker_detach();
+}
+
+/* Leave for good: the launcher has replaced or removed this worker's cluster. */
+static void
+exit_not_current(void)
+{
+	ereport(LOG,
+			(errmsg("paidb %s stops: its cluster was changed or removed",
+					paidb_worker_label(paidb_worker_names[my_kind]))));
+	/* exit code 0: the postmaster does not start it again */
+	proc_exit(0);
 }
 
 /* Whether the paidb extension exists in the connected database. */
@@ -100,8 +158,18 @@ paidb_worker_startup(PaidbWorkerKind kind)
 	paidb_worker_context = AllocSetContextCreate(TopMemoryContext,
 												 "paidb worker",
 												 ALLOCSET_DEFAULT_SIZES);
-	paidb_worker_attach(kind);
-	on_shmem_exit(worker_exit, Int32GetDatum(kind));
+	if (PAIDB_KIND_PER_CLUSTER(kind))
+	{
+		ClusterWorkerArg arg;
+
+		memcpy(&arg, MyBgworkerEntry->bgw_extra, sizeof(arg));
+		if (!paidb_worker_attach(kind, arg.slot, arg.generation, &my_cluster_config))
+			proc_exit(0);		/* replaced before it started: quietly */
+		paidb_my_cluster = &my_cluster_config;
+	}
+	else
+		(void) paidb_worker_attach(kind, -1, 0, NULL);
+	on_shmem_exit(worker_exit, (Datum) 0);
 
 	BackgroundWorkerInitializeConnection(paidb_database,
 										 paidb_worker_role && paidb_worker_role[0] ? paidb_worker_role : NULL,
@@ -113,8 +181,8 @@ paidb_worker_startup(PaidbWorkerKind kind)
 	 * outranks ALTER ROLE/DATABASE SET and a reloaded configuration file.
 	 */
 	SetConfigOption("search_path", "pg_catalog, paidb", PGC_SUSET, PGC_S_OVERRIDE);
-	paidb_worker_set_database(kind, MyDatabaseId);
-	pgstat_report_appname(psprintf("paidb %s", paidb_worker_names[kind]));
+	paidb_worker_set_database(MyDatabaseId);
+	pgstat_report_appname(psprintf("paidb %s", paidb_worker_label(paidb_worker_names[kind])));
 
 	while (!extension_installed())
 	{
@@ -122,7 +190,7 @@ paidb_worker_startup(PaidbWorkerKind kind)
 		{
 			ereport(LOG,
 					(errmsg("paidb %s is waiting for CREATE EXTENSION paidb in database \"%s\"",
-							paidb_worker_names[kind], paidb_database)));
+							paidb_worker_label(paidb_worker_names[kind]), paidb_database)));
 			told = true;
 		}
 		paidb_worker_report(kind, "waiting for CREATE EXTENSION paidb", NULL, 0, 0, 0, NULL);
@@ -132,7 +200,7 @@ paidb_worker_startup(PaidbWorkerKind kind)
 		CHECK_FOR_INTERRUPTS();
 		paidb_worker_reload_if_needed();
 	}
-	ereport(LOG, (errmsg("paidb %s started", paidb_worker_names[kind])));
+	ereport(LOG, (errmsg("paidb %s started", paidb_worker_label(paidb_worker_names[kind]))));
 	paidb_worker_report(kind, "running", NULL, 0, 0, 0, NULL);
 }
 
@@ -140,6 +208,8 @@ paidb_worker_startup(PaidbWorkerKind kind)
 bool
 paidb_worker_reload_if_needed(void)
 {
+	if (!paidb_worker_still_current(paidb_my_cluster))
+		exit_not_current();
 	if (!ConfigReloadPending)
 		return false;
 	ConfigReloadPending = false;

@@ -7,8 +7,14 @@
 
 #include "worker_shmem.h"
 
-/* Register the workers; called from _PG_init when preloaded. */
+/* Register the server's workers; called from _PG_init when preloaded. */
 extern void paidb_register_workers(void);
+
+/* Start one of a cluster's workers (the launcher does); false: no free slot. */
+struct BackgroundWorkerHandle;
+extern bool paidb_start_cluster_worker(PaidbWorkerKind kind, int slot, uint64 generation,
+									   const char *cluster,
+									   struct BackgroundWorkerHandle **handle);
 
 /*
  * Each worker has its own entry point (bgw_function_name), declared in its

@@ -30,6 +30,7 @@
 #include "utils/resowner.h"
 #include "utils/timestamp.h"
 
+#include "cluster_config.h"
 #include "guc.h"
 #include "jsonb_util.h"
 #include "k8s_client.h"
@@ -37,6 +38,7 @@
 #include "merge_patch.h"
 #include "snapshot.h"
 #include "spi_plan.h"
+#include "sync_signal.h"
 #include "worker_common.h"
 #include "worker_shmem.h"
 #include "worker_sync.h"
@@ -58,7 +60,8 @@ typedef enum SyncStep
 	STEP_OWNER_REF,				/* give secret add-on `addon` an owner reference */
 	STEP_DELETE,				/* delete a completed framework */
 	STEP_DELETE_ADDON,			/* then its add-ons, in case an owner reference is missing */
-	STEP_DELETE_ORPHAN			/* delete a framework unknown to the database */
+	STEP_DELETE_ORPHAN,			/* delete a framework unknown to the database */
+	STEP_MOVE_OUT				/* delete a moving job's framework here until 404 (SPEC §11) */
 } SyncStep;
 
 /* One framework (or orphan) being synchronised; lives in its own context. */
@@ -68,7 +71,9 @@ typedef struct SyncJob
 	MemoryContext cxt;
 	SyncStep	step;
 	bool		is_orphan;
+	bool		is_moving;		/* moving out of this worker's cluster */
 	int64		generation;
+	int			placement;		/* paidb.framework.placement, labelled on objects */
 	int			failures;		/* consecutive failures before this attempt */
 	bool		never_started;	/* pending status, no retries */
 	char	   *request_json;
@@ -87,6 +92,9 @@ typedef struct SyncJob
 	K8sRequest *req;
 } SyncJob;
 
+/* How often a moving job's framework is asked for while its deletion runs */
+#define MOVE_POLL_MS 1000
+
 /* How often an owner reference is tried within one job before it is left to the delete */
 #define OWNER_REF_TRIES 6
 
@@ -99,7 +107,10 @@ typedef enum OutcomeKind
 	OUTCOME_PERMANENT_FOREIGN,	/* refused: its name is another's framework, never delete it */
 	OUTCOME_GONE,				/* completed framework already gone: mock DELETED */
 	OUTCOME_ORPHAN_DONE,		/* orphan deleted (or gone) */
-	OUTCOME_ORPHAN_RETRY		/* orphan deletion failed */
+	OUTCOME_ORPHAN_RETRY,		/* orphan deletion failed */
+	OUTCOME_MOVED_OUT,			/* a moving job's framework is confirmed gone here */
+	OUTCOME_MOVE_WAIT,			/* its deletion is under way: ask again soon */
+	OUTCOME_MOVE_RETRY			/* the delete failed: back off */
 } OutcomeKind;
 
 typedef struct Outcome
@@ -121,12 +132,13 @@ static TimestampTz paused_until = 0;	/* API server unreachable: hold off */
 static SPIPlanPtr plan_claim = NULL;
 static SPIPlanPtr plan_next_due = NULL;
 static SPIPlanPtr plan_claim_orphans = NULL;
+static SPIPlanPtr plan_claim_moving = NULL;
 
 /* Prepare the claim statements once. */
 static void
 prepare_plans(void)
 {
-	Oid			types[3] = {TEXTARRAYOID, INT4OID, INT4OID};
+	Oid			types[4] = {TEXTARRAYOID, INT4OID, INT4OID, TEXTOID};
 	StringInfoData sql;
 	int			i;
 
@@ -135,14 +147,17 @@ prepare_plans(void)
 	initStringInfo(&sql);
 	/*
 	 * Due rows of the work list, oldest due first, skipping rows a writer
-	 * holds; marked as sent in the same statement.
+	 * holds; marked as sent in the same statement.  Only this worker's
+	 * cluster's rows ($4): another cluster's never wait for this one.
 	 */
 	appendStringInfoString(&sql,
 						   "WITH due AS (SELECT name FROM paidb.framework "
-						   " WHERE NOT api_server_deleted AND (NOT request_synced OR sub_state = 'Completed') "
-						   "   AND (next_sync_at IS NULL OR next_sync_at <= pg_catalog.now()) "
+						   " WHERE cluster = $4 AND moving_from IS NULL "
+						   "   AND NOT api_server_deleted AND (NOT request_synced OR sub_state = 'Completed') "
+						   "   AND COALESCE(next_sync_at, '-infinity'::pg_catalog.timestamptz) <= pg_catalog.now() "
 						   "   AND NOT (name = ANY ($1)) "
-						   " ORDER BY next_sync_at NULLS FIRST, name LIMIT $2 FOR UPDATE SKIP LOCKED) "
+						   " ORDER BY COALESCE(next_sync_at, '-infinity'::pg_catalog.timestamptz), name "
+						   " LIMIT $2 FOR UPDATE SKIP LOCKED) "
 						   "UPDATE paidb.framework f SET sent_generation = f.request_generation, "
 						   "  sent_at = pg_catalog.now(), "
 						   "  next_sync_at = pg_catalog.now() OPERATOR(pg_catalog.+) "
@@ -150,22 +165,49 @@ prepare_plans(void)
 						   "FROM due WHERE f.name = due.name "
 						   "RETURNING f.name, f.request_generation, f.sub_state, f.retries, "
 						   "  f.sync_failures, f.snapshot OPERATOR(pg_catalog.-) 'status', "
-						   "  f.resource_version IS NULL");
+						   "  f.resource_version IS NULL, f.placement");
 	for (i = 0; i < NUM_ADDONS; i++)
 		appendStringInfo(&sql, ", f.%s", paidb_addon_slots[i].column);
-	plan_claim = paidb_prepare_kept(sql.data, 3, types);
+	plan_claim = paidb_prepare_kept(sql.data, 4, types);
 
-	plan_next_due = paidb_prepare_kept("SELECT pg_catalog.min(next_sync_at) FROM paidb.framework "
-								"WHERE NOT api_server_deleted AND (NOT request_synced OR sub_state = 'Completed')",
-								0, NULL);
+	plan_next_due = paidb_prepare_kept("SELECT LEAST("
+								"(SELECT next_sync_at FROM paidb.framework "
+								" WHERE cluster = $1 AND moving_from IS NULL "
+								"   AND NOT api_server_deleted AND (NOT request_synced OR sub_state = 'Completed') "
+								"   AND COALESCE(next_sync_at, '-infinity'::pg_catalog.timestamptz) > "
+								"       '-infinity'::pg_catalog.timestamptz "
+								" ORDER BY COALESCE(next_sync_at, '-infinity'::pg_catalog.timestamptz), name LIMIT 1), "
+								"(SELECT pg_catalog.min(next_sync_at) FROM paidb.framework WHERE moving_from = $1))",
+								1, &types[3]);
+
+	/*
+	 * Jobs moving out of this cluster (SPEC §11): their framework here is
+	 * deleted until a 404 confirms it gone.  The new cluster's worker leaves
+	 * such a row alone, so its next_sync_at and sync_failures are ours.
+	 */
+	plan_claim_moving = paidb_prepare_kept(
+									"WITH due AS (SELECT name FROM paidb.framework "
+									" WHERE moving_from = $3 "
+									"   AND (next_sync_at IS NULL OR next_sync_at <= pg_catalog.now()) "
+									"   AND NOT (name = ANY ($1)) "
+									" ORDER BY next_sync_at NULLS FIRST, name LIMIT $2 FOR UPDATE SKIP LOCKED) "
+									"UPDATE paidb.framework f SET "
+									"  next_sync_at = pg_catalog.now() OPERATOR(pg_catalog.+) "
+									"    ($4 OPERATOR(pg_catalog.*) interval '1 millisecond') "
+									"FROM due WHERE f.name = due.name "
+									"RETURNING f.name, f.sync_failures",
+									4, (Oid[]) {TEXTARRAYOID, INT4OID, TEXTOID, INT4OID});
 
 	plan_claim_orphans = paidb_prepare_kept("SELECT o.name, o.uid, o.failures FROM paidb.orphan o "
 									 "WHERE (o.next_attempt_at IS NULL OR o.next_attempt_at <= pg_catalog.now()) "
-									 "  AND NOT (o.name = ANY ($1)) "
+									 "  AND o.cluster = $3 AND NOT (o.name = ANY ($1)) "
 									 "  AND o.name OPERATOR(pg_catalog.~) '" PAIDB_FRAMEWORK_NAME_RULE "' "
-									 "  AND NOT EXISTS (SELECT 1 FROM paidb.framework f WHERE f.name = o.name) "
+									 "  AND NOT EXISTS (SELECT 1 FROM paidb.framework f "
+									 "                   WHERE f.name = o.name AND f.cluster = o.cluster) "
+									 /* retain mode keeps what only the API server has, not a job's old copy */
+									 "  AND (NOT $4 OR EXISTS (SELECT 1 FROM paidb.framework f WHERE f.name = o.name)) "
 									 "ORDER BY o.queued_at LIMIT $2",
-									 2, types);
+									 4, (Oid[]) {TEXTARRAYOID, INT4OID, TEXTOID, BOOLOID});
 	pfree(sql.data);
 }
 
@@ -212,7 +254,7 @@ new_job(const char *name)
 	if (!paidb_valid_framework_name(name))
 	{
 		ereport(WARNING,
-				(errmsg("paidb sync skips framework \"%.*s\": not a framework name",
+				(errmsg("paidb %s skips framework \"%.*s\": not a framework name", paidb_worker_label("sync"),
 						PAIDB_FRAMEWORK_NAME_SIZE, name)));
 		paidb_worker_report(PAIDB_WORKER_SYNC, NULL, NULL, 0, 0, 1, "skipped a framework with an invalid name");
 		return NULL;
@@ -226,6 +268,8 @@ new_job(const char *name)
 	job->uid = NULL;
 	job->addon = -1;
 	job->is_orphan = false;
+	job->is_moving = false;
+	job->placement = 1;
 	job->request_json = NULL;
 	memset(job->addon_json, 0, sizeof(job->addon_json));
 	memset(job->addon_name, 0, sizeof(job->addon_name));
@@ -359,6 +403,11 @@ send_step(SyncJob *job)
 			body = delete_body("Background", job->addon_uid[job->addon]);
 			job->req = k8s_request_new(client, K8S_DELETE, addon_path(job, job->addon, true),
 									   "application/json", body, strlen(body));
+			break;
+		case STEP_MOVE_OUT:
+			/* nothing of this job may stay here: no precondition */
+			path = k8s_path_frameworks(client, NULL, job->name);
+			job->req = k8s_new_delete(client, path, "Foreground");
 			break;
 		case STEP_DELETE_ORPHAN:
 			/* the uid precondition spares a framework recreated under the same name */
@@ -502,7 +551,8 @@ retry_later(SyncJob *job, long min_ms, const char *what)
 	long		delay = paidb_backoff_ms(job->failures + 1, min_ms);
 
 	paidb_worker_report(PAIDB_WORKER_SYNC, NULL, NULL, 0, 0, 1, what);
-	finish_job(job, job->is_orphan ? OUTCOME_ORPHAN_RETRY : OUTCOME_RETRY, delay, what);
+	finish_job(job, job->is_orphan ? OUTCOME_ORPHAN_RETRY :
+			   job->is_moving ? OUTCOME_MOVE_RETRY : OUTCOME_RETRY, delay, what);
 }
 
 /* A request failed in a way worth retrying: back off (honouring Retry-After). */
@@ -533,7 +583,7 @@ static void
 refuse(SyncJob *job, const char *message)
 {
 	ereport(WARNING,
-			(errmsg("paidb sync cannot create framework \"%s\": %s", job->name, message)));
+			(errmsg("paidb %s cannot create framework \"%s\": %s", paidb_worker_label("sync"), job->name, message)));
 	if (!job->never_started)
 		return retry_later(job, 0, message);
 	paidb_worker_report(PAIDB_WORKER_SYNC, NULL, NULL, 0, 0, 1, message);
@@ -556,7 +606,7 @@ refuse_foreign(SyncJob *job, const char *message)
 	if (!job->never_started)
 		return refuse(job, message);
 	ereport(WARNING,
-			(errmsg("paidb sync cannot create framework \"%s\": %s", job->name, message)));
+			(errmsg("paidb %s cannot create framework \"%s\": %s", paidb_worker_label("sync"), job->name, message)));
 	paidb_worker_report(PAIDB_WORKER_SYNC, NULL, NULL, 0, 0, 1, message);
 	job->refusal = MemoryContextStrdup(job->cxt, message);
 	job->delete_outcome = OUTCOME_PERMANENT_FOREIGN;
@@ -721,7 +771,7 @@ advance(SyncJob *job)
 					return send_step(job);
 				}
 				ereport(WARNING,
-						(errmsg("paidb sync leaves %s \"%s\" alone: it is not paidb's for framework \"%s\"",
+						(errmsg("paidb %s leaves %s \"%s\" alone: it is not paidb's for framework \"%s\"", paidb_worker_label("sync"),
 								paidb_addon_slots[job->addon].kind, job->addon_name[job->addon], job->name),
 						 errdetail("It has neither the label %s: %s nor an owner reference to the framework.",
 								   PAIDB_FRAMEWORK_LABEL, job->name)));
@@ -766,6 +816,18 @@ advance(SyncJob *job)
 						 errhint("Set paidb.retain_mode = on to keep such frameworks.")));
 				return finish_job(job, OUTCOME_ORPHAN_DONE, 0, NULL);
 			}
+			break;
+		case STEP_MOVE_OUT:
+			/* only a 404 confirms it absent; an accepted delete may still run pods */
+			if (http == 404)
+			{
+				ereport(LOG,
+						(errmsg("paidb %s: framework \"%s\" is gone from this cluster, its move can go on",
+								paidb_worker_label("sync"), job->name)));
+				return finish_job(job, OUTCOME_MOVED_OUT, 0, NULL);
+			}
+			if (ok)
+				return finish_job(job, OUTCOME_MOVE_WAIT, MOVE_POLL_MS, NULL);
 			break;
 	}
 
@@ -833,7 +895,7 @@ run_job_step(SyncJob *job, void (*fn) (SyncJob *))
 
 		ereport(WARNING,
 				(errcode(edata->sqlerrcode),
-				 errmsg("paidb sync failed on framework \"%s\": %s", name, edata->message),
+				 errmsg("paidb %s failed on framework \"%s\": %s", paidb_worker_label("sync"), name, edata->message),
 				 edata->detail ? errdetail_internal("%s", edata->detail) : 0,
 				 edata->context ? errcontext_msg("%s", edata->context) : 0,
 				 errhint("The job is retried with backoff; the others go on.")));
@@ -853,9 +915,13 @@ run_job_step(SyncJob *job, void (*fn) (SyncJob *))
 	PG_END_TRY();
 }
 
-/* A JSON object with the ownership label paidb.io/framework: <name> merged in (SPEC §8). */
+/*
+ * A JSON object with paidb's labels merged in: ownership,
+ * paidb.io/framework: <name> (SPEC §8), and the job's placement,
+ * paidb.io/placement: <n> (SPEC §11).
+ */
 static Jsonb *
-with_label(Jsonb *object, const char *name)
+with_label(Jsonb *object, const SyncJob *job)
 {
 	StringInfoData b;
 
@@ -863,8 +929,10 @@ with_label(Jsonb *object, const char *name)
 	appendStringInfoString(&b, "{\"metadata\": {\"labels\": {");
 	escape_json(&b, PAIDB_FRAMEWORK_LABEL);
 	appendStringInfoString(&b, ": ");
-	escape_json(&b, name);
-	appendStringInfoString(&b, "}}}");
+	escape_json(&b, job->name);
+	appendStringInfoString(&b, ", ");
+	escape_json(&b, PAIDB_PLACEMENT_LABEL);
+	appendStringInfo(&b, ": \"%d\"}}}", job->placement);
 	return paidb_merge_patch(object, jb_from_text(b.data, b.len));
 }
 
@@ -899,11 +967,33 @@ take_addons(SyncJob *job, HeapTuple tup, TupleDesc desc, int firstcol)
 															  paidb_addon_slots[i].key, problem));
 			continue;
 		}
-		def = with_label(def, job->name);
+		def = with_label(def, job);
 		job->addon_json[i] = MemoryContextStrdup(job->cxt, jb_to_text(&def->root, VARSIZE(def)));
 		name = jb_get_cstring(&def->root, 2, (const char *[]) {"metadata", "name"});
 		job->addon_name[i] = name ? MemoryContextStrdup(job->cxt, name) : NULL;
 	}
+}
+
+/*
+ * A claimed row (name in column 1, failures in failures_col) as a new job at
+ * `step`, added to *started (in the loop's memory); NULL if it is in flight
+ * already or not a framework name.
+ */
+static SyncJob *
+start_claimed(List **started, HeapTuple tup, TupleDesc desc, SyncStep step, int failures_col)
+{
+	SyncJob    *job = new_job(SPI_getvalue(tup, desc, 1));
+	MemoryContext old;
+	bool		isnull;
+
+	if (job == NULL)
+		return NULL;
+	job->failures = DatumGetInt32(SPI_getbinval(tup, desc, failures_col, &isnull));
+	job->step = step;
+	old = MemoryContextSwitchTo(loop_cxt);
+	*started = lappend(*started, job);
+	MemoryContextSwitchTo(old);
+	return job;
 }
 
 /*
@@ -914,7 +1004,7 @@ static TimestampTz
 claim_work(void)
 {
 	int			slots = paidb_max_rpc_concurrency - (int) hash_get_num_entries(jobs);
-	Datum		args[3];
+	Datum		args[4];
 	List	   *started = NIL;
 	ListCell   *lc;
 	uint64		i;
@@ -931,6 +1021,7 @@ claim_work(void)
 	args[0] = in_flight_names();
 	args[1] = Int32GetDatum(slots);
 	args[2] = Int32GetDatum(paidb_resync_interval_ms);
+	args[3] = CStringGetTextDatum(paidb_cluster_name());
 	if (SPI_execute_plan(plan_claim, args, NULL, false, 0) != SPI_OK_UPDATE_RETURNING)
 		elog(ERROR, "could not claim frameworks to sync");
 	for (i = 0; i < SPI_processed; i++)
@@ -956,7 +1047,8 @@ claim_work(void)
 			(isnull || DatumGetInt32(d) == 0);
 		job->failures = DatumGetInt32(SPI_getbinval(tup, desc, 5, &isnull));
 		never_seen = DatumGetBool(SPI_getbinval(tup, desc, 7, &isnull));
-		take_addons(job, tup, desc, 8);
+		job->placement = DatumGetInt32(SPI_getbinval(tup, desc, 8, &isnull));
+		take_addons(job, tup, desc, 9);
 		if (sub_state && strcmp(sub_state, "Completed") == 0)
 			job->step = STEP_DELETE;
 		else
@@ -964,7 +1056,7 @@ claim_work(void)
 			d = SPI_getbinval(tup, desc, 6, &isnull);
 			object = DatumGetJsonbP(d);
 			old = MemoryContextSwitchTo(job->cxt);
-			request = with_label(paidb_request_part(&object->root, job->generation), job->name);
+			request = with_label(paidb_request_part(&object->root, job->generation), job);
 			job->request_json = jb_to_text(&request->root, VARSIZE(request));
 			MemoryContextSwitchTo(old);
 			/*
@@ -990,30 +1082,49 @@ claim_work(void)
 	}
 	slots -= claimed;
 
-	/* orphans: delete frameworks the database does not know, unless retained */
-	if (slots > 0 && !paidb_retain_mode)
+	/* jobs moving out: delete their framework here until it is gone */
+	if (slots > 0)
+	{
+		Datum		margs[4];
+
+		margs[0] = args[0];
+		margs[1] = Int32GetDatum(slots);
+		margs[2] = args[3];		/* the cluster */
+		margs[3] = Int32GetDatum(paidb_resync_interval_ms);
+		if (SPI_execute_plan(plan_claim_moving, margs, NULL, false, 0) != SPI_OK_UPDATE_RETURNING)
+			elog(ERROR, "could not claim jobs moving out");
+		for (i = 0; i < SPI_processed; i++)
+		{
+			SyncJob    *job = start_claimed(&started, SPI_tuptable->vals[i],
+											SPI_tuptable->tupdesc, STEP_MOVE_OUT, 2);
+
+			if (job != NULL)
+				job->is_moving = true;
+		}
+		slots -= (int) SPI_processed;
+	}
+
+	/*
+	 * orphans: delete frameworks the database does not know, unless
+	 * retained; an old copy of a job (another placement) goes anyway
+	 */
+	if (slots > 0)
 	{
 		args[1] = Int32GetDatum(slots);
+		args[2] = args[3];		/* the cluster */
+		args[3] = BoolGetDatum(paidb_cluster_retain_mode());
 		if (SPI_execute_plan(plan_claim_orphans, args, NULL, true, 0) != SPI_OK_SELECT)
 			elog(ERROR, "could not claim orphan frameworks");
 		for (i = 0; i < SPI_processed; i++)
 		{
-			HeapTuple	tup = SPI_tuptable->vals[i];
-			TupleDesc	desc = SPI_tuptable->tupdesc;
-			bool		isnull;
-			SyncJob    *job = new_job(SPI_getvalue(tup, desc, 1));
-			MemoryContext old;
+			SyncJob    *job = start_claimed(&started, SPI_tuptable->vals[i],
+											SPI_tuptable->tupdesc, STEP_DELETE_ORPHAN, 3);
 
-			if (job == NULL)
-				continue;
-			job->is_orphan = true;
-			job->uid = spi_text(tup, desc, 2, job->cxt);
-			job->failures = DatumGetInt32(SPI_getbinval(tup, desc, 3, &isnull));
-			job->step = STEP_DELETE_ORPHAN;
-			old = MemoryContextSwitchTo(loop_cxt);
-			started = lappend(started, job);
-			MemoryContextSwitchTo(old);
-			claimed++;
+			if (job != NULL)
+			{
+				job->is_orphan = true;
+				job->uid = spi_text(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, job->cxt);
+			}
 		}
 		slots -= (int) SPI_processed;
 	}
@@ -1025,7 +1136,9 @@ claim_work(void)
 		Datum		d;
 
 		/* nothing else is due now: when is the next row due? */
-		if (SPI_execute_plan(plan_next_due, NULL, NULL, true, 1) == SPI_OK_SELECT &&
+		Datum		cluster = CStringGetTextDatum(paidb_cluster_name());
+
+		if (SPI_execute_plan(plan_next_due, &cluster, NULL, true, 1) == SPI_OK_SELECT &&
 			SPI_processed == 1)
 		{
 			d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
@@ -1054,20 +1167,21 @@ static void
 record_outcome(void *arg)
 {
 	Outcome    *o = (Outcome *) arg;
-	Oid			types[4] = {TEXTOID, INT8OID, INT4OID, TEXTOID};
-	Datum		args[4];
+	Oid			types[5] = {TEXTOID, INT8OID, INT4OID, TEXTOID, TEXTOID};
+	Datum		args[5];
 
 	args[0] = CStringGetTextDatum(o->name);
 	args[1] = Int64GetDatum(o->generation);
 	args[2] = Int32GetDatum((int32) o->delay_ms);
 	args[3] = CStringGetTextDatum(o->message ? o->message : "");
+	args[4] = CStringGetTextDatum(paidb_cluster_name());
 
 	switch (o->kind)
 	{
 		case OUTCOME_SUCCESS:
 			SPI_execute_with_args("UPDATE paidb.framework SET sync_failures = 0 "
-								  "WHERE name = $1 AND request_generation = $2",
-								  2, types, args, NULL, false, 0);
+								  "WHERE name = $1 AND request_generation = $2 AND cluster = $5",
+								  5, types, args, NULL, false, 0);
 			break;
 		case OUTCOME_RETRY:
 			/* a changed request (new generation) is due now anyway */
@@ -1075,8 +1189,8 @@ record_outcome(void *arg)
 								  "sync_failures = sync_failures + 1, "
 								  "next_sync_at = pg_catalog.now() OPERATOR(pg_catalog.+) "
 								  "  ($3 OPERATOR(pg_catalog.*) interval '1 millisecond') "
-								  "WHERE name = $1 AND request_generation = $2",
-								  3, types, args, NULL, false, 0);
+								  "WHERE name = $1 AND request_generation = $2 AND cluster = $5",
+								  5, types, args, NULL, false, 0);
 			break;
 		case OUTCOME_PERMANENT:
 			paidb_fail_permanently_internal(o->name, o->generation, o->message);
@@ -1085,16 +1199,17 @@ record_outcome(void *arg)
 			/* failed, and never claimed for deletion: that framework is not ours */
 			if (!paidb_fail_permanently_internal(o->name, o->generation, o->message))
 				ereport(LOG,
-						(errmsg("paidb sync did not fail framework \"%s\": it changed or started meanwhile",
+						(errmsg("paidb %s did not fail framework \"%s\": it changed or started meanwhile", paidb_worker_label("sync"),
 								o->name)));
 			SPI_execute_with_args("UPDATE paidb.framework SET api_server_deleted = true "
-								  "WHERE name = $1 AND request_generation = $2 AND sub_state = 'Completed'",
-								  2, types, args, NULL, false, 0);
+								  "WHERE name = $1 AND request_generation = $2 AND sub_state = 'Completed' "
+								  "  AND cluster = $5",
+								  5, types, args, NULL, false, 0);
 			break;
 		case OUTCOME_GONE:
 			/* the poller's 404: mock a DELETED event of the stored snapshot */
-			if (SPI_execute_with_args("SELECT snapshot FROM paidb.framework WHERE name = $1",
-									  1, types, args, NULL, true, 1) == SPI_OK_SELECT &&
+			if (SPI_execute_with_args("SELECT snapshot FROM paidb.framework WHERE name = $1 AND cluster = $5",
+									  5, types, args, NULL, true, 1) == SPI_OK_SELECT &&
 				SPI_processed == 1)
 			{
 				bool		isnull;
@@ -1104,16 +1219,36 @@ record_outcome(void *arg)
 					paidb_apply_watch_event_internal("DELETED", DatumGetJsonbPCopy(d));
 			}
 			break;
+		case OUTCOME_MOVED_OUT:
+			/* the new cluster's sync worker may create it now: wake it at commit */
+			SPI_execute_with_args("UPDATE paidb.framework SET moving_from = NULL, next_sync_at = NULL, "
+								  "sync_failures = 0 WHERE name = $1 AND moving_from = $5",
+								  5, types, args, NULL, false, 0);
+			paidb_note_sync_needed();
+			break;
+		case OUTCOME_MOVE_WAIT:
+		case OUTCOME_MOVE_RETRY:
+			SPI_execute_with_args(o->kind == OUTCOME_MOVE_WAIT ?
+								  "UPDATE paidb.framework SET "
+								  "next_sync_at = pg_catalog.now() OPERATOR(pg_catalog.+) "
+								  "  ($3 OPERATOR(pg_catalog.*) interval '1 millisecond') "
+								  "WHERE name = $1 AND moving_from = $5" :
+								  "UPDATE paidb.framework SET sync_failures = sync_failures + 1, "
+								  "next_sync_at = pg_catalog.now() OPERATOR(pg_catalog.+) "
+								  "  ($3 OPERATOR(pg_catalog.*) interval '1 millisecond') "
+								  "WHERE name = $1 AND moving_from = $5",
+								  5, types, args, NULL, false, 0);
+			break;
 		case OUTCOME_ORPHAN_DONE:
-			SPI_execute_with_args("DELETE FROM paidb.orphan WHERE name = $1",
-								  1, types, args, NULL, false, 0);
+			SPI_execute_with_args("DELETE FROM paidb.orphan WHERE name = $1 AND cluster = $5",
+								  5, types, args, NULL, false, 0);
 			break;
 		case OUTCOME_ORPHAN_RETRY:
 			SPI_execute_with_args("UPDATE paidb.orphan SET failures = failures + 1, "
 								  "next_attempt_at = pg_catalog.now() OPERATOR(pg_catalog.+) "
 								  "  ($3 OPERATOR(pg_catalog.*) interval '1 millisecond') "
-								  "WHERE name = $1",
-								  3, types, args, NULL, false, 0);
+								  "WHERE name = $1 AND cluster = $5",
+								  5, types, args, NULL, false, 0);
 			break;
 	}
 }
@@ -1143,13 +1278,14 @@ record_outcomes(void)
 
 		if (o->kind == OUTCOME_SUCCESS && o->failures == 0)
 			continue;
-		if (o->kind == OUTCOME_RETRY || o->kind == OUTCOME_ORPHAN_RETRY)
+		if (o->kind == OUTCOME_RETRY || o->kind == OUTCOME_ORPHAN_RETRY ||
+			o->kind == OUTCOME_MOVE_RETRY || o->kind == OUTCOME_MOVE_WAIT)
 			retry_scheduled = true;
 		edata = paidb_run_in_subxact(record_outcome, o, loop_cxt);
 		if (edata != NULL)
 		{
 			ereport(WARNING,
-					(errmsg("paidb sync could not record the outcome for framework \"%s\": %s",
+					(errmsg("paidb %s could not record the outcome for framework \"%s\": %s", paidb_worker_label("sync"),
 							o->name, edata->message)));
 			paidb_worker_report(PAIDB_WORKER_SYNC, NULL, NULL, 0, 0, 1, edata->message);
 			FreeErrorData(edata);
@@ -1215,7 +1351,7 @@ paidb_sync_main(Datum main_arg)
 	client = k8s_client_create(paidb_worker_context);
 	if (k8s_client_base_url(client) == NULL)
 		ereport(WARNING,
-				(errmsg("paidb sync has no API server to talk to"),
+				(errmsg("paidb %s has no API server to talk to", paidb_worker_label("sync")),
 				 errhint("Set paidb.k8s_api_server, or run inside a Kubernetes pod.")));
 
 	for (;;)

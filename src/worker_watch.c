@@ -48,6 +48,7 @@
 #include "utils/resowner.h"
 #include "utils/timestamp.h"
 
+#include "cluster_config.h"
 #include "guc.h"
 #include "jsonb_util.h"
 #include "k8s_client.h"
@@ -203,7 +204,7 @@ static const WatcherDef event_watcher = {
 static void
 prepare_plans(void)
 {
-	Oid			types[6];
+	Oid			types[7];
 
 	if (plan_upsert_event != NULL)
 		return;
@@ -231,28 +232,33 @@ prepare_plans(void)
 										 "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value, updated_at = pg_catalog.now()",
 										 2, types);
 
+	/* every framework query is about this worker's cluster ($2, $3) only */
 	types[0] = INT8OID;
+	types[1] = TEXTOID;
 	plan_reconcile_candidates = paidb_prepare_kept(
 											 "SELECT name FROM paidb.framework "
-											 "WHERE NOT api_server_deleted AND resource_version IS NOT NULL "
+											 "WHERE cluster = $2 AND NOT api_server_deleted AND resource_version IS NOT NULL "
 											 "AND ($1::pg_catalog.int8 IS NULL OR resource_version <= $1) "
 											 "ORDER BY name COLLATE \"C\"",
-											 1, types);
+											 2, types);
 
 	/* the listed names' stored positions, in the order items are applied */
 	types[0] = TEXTARRAYOID;
+	types[1] = TEXTOID;
 	plan_stored_rvs = paidb_prepare_kept(
 								   "SELECT name, resource_version FROM paidb.framework "
-								   "WHERE name OPERATOR(pg_catalog.=) ANY ($1) AND NOT api_server_deleted "
+								   "WHERE name OPERATOR(pg_catalog.=) ANY ($1) AND cluster = $2 "
+								   "AND NOT api_server_deleted "
 								   "AND resource_version IS NOT NULL ORDER BY name COLLATE \"C\"",
-								   1, types);
+								   2, types);
 
 	types[0] = TEXTOID;
 	types[1] = TEXTOID;
+	types[2] = TEXTOID;
 	plan_deleted_snapshot = paidb_prepare_kept(
 										 "SELECT pg_catalog.jsonb_set(snapshot, '{metadata,resourceVersion}', pg_catalog.to_jsonb($2)) "
-										 "FROM paidb.framework WHERE name = $1 AND NOT api_server_deleted",
-										 2, types);
+										 "FROM paidb.framework WHERE name = $1 AND cluster = $3 AND NOT api_server_deleted",
+										 3, types);
 
 	/*
 	 * The event's columns come from the event itself (old-style fields, or
@@ -265,6 +271,8 @@ prepare_plans(void)
 	types[3] = TEXTOID;
 	types[4] = TEXTOID;
 	types[5] = INT4OID;
+	types[6] = TEXTOID;
+	/* not about a job of another cluster (SPEC §11) */
 	plan_upsert_event = paidb_prepare_kept(
 									 "INSERT INTO paidb.framework_event AS fe (uid, framework_name, pod_uid, "
 									 "taskrole_name, task_name, task_index, type, reason, message, "
@@ -278,6 +286,8 @@ prepare_plans(void)
 									 "COALESCE(NULLIF(pg_catalog.jsonb_extract_path_text(e, 'source', 'component'), ''), NULLIF(pg_catalog.jsonb_extract_path_text(e, 'reportingComponent'), '')), "
 									 "COALESCE(NULLIF(pg_catalog.jsonb_extract_path_text(e, 'source', 'host'), ''), NULLIF(pg_catalog.jsonb_extract_path_text(e, 'reportingInstance'), '')), "
 									 "e FROM (SELECT $1 AS e) AS s "
+									 "WHERE NOT EXISTS (SELECT 1 FROM paidb.framework f "
+									 "                  WHERE f.name = $3 AND f.cluster OPERATOR(pg_catalog.<>) $7) "
 									 "ON CONFLICT (uid) DO UPDATE SET framework_name = EXCLUDED.framework_name, "
 									 "pod_uid = EXCLUDED.pod_uid, taskrole_name = EXCLUDED.taskrole_name, "
 									 "task_name = EXCLUDED.task_name, task_index = EXCLUDED.task_index, "
@@ -292,7 +302,7 @@ prepare_plans(void)
 									 "AND pg_catalog.jsonb_extract_path_text(EXCLUDED.event, 'metadata', 'resourceVersion') OPERATOR(pg_catalog.~) '^[0-9]{1,18}$' "
 									 "AND (pg_catalog.jsonb_extract_path_text(EXCLUDED.event, 'metadata', 'resourceVersion'))::pg_catalog.int8 "
 									 "< (pg_catalog.jsonb_extract_path_text(fe.event, 'metadata', 'resourceVersion'))::pg_catalog.int8)",
-									 6, types);
+									 7, types);
 }
 
 /* The single text column of a one-row query's result, copied into mcxt, or NULL. */
@@ -314,6 +324,19 @@ spi_single_text(SPIPlanPtr plan, Datum *values, MemoryContext mcxt)
 	return result;
 }
 
+/*
+ * A key of paidb.watch_state or paidb.installation for this worker's
+ * cluster: the default cluster keeps 0.2's keys (its watch positions and
+ * first-run state carry over), another cluster's end in "@<cluster>".
+ */
+static char *
+cluster_key(const char *key)
+{
+	if (strcmp(paidb_cluster_name(), PAIDB_DEFAULT_CLUSTER) == 0)
+		return pstrdup(key);
+	return psprintf("%s@%s", key, paidb_cluster_name());
+}
+
 /* Set a paidb.installation key. */
 static void
 put_installation(const char *key, const char *value)
@@ -321,7 +344,7 @@ put_installation(const char *key, const char *value)
 	Datum		values[2];
 	char		nulls[2] = {' ', ' '};
 
-	values[0] = CStringGetTextDatum(key);
+	values[0] = CStringGetTextDatum(cluster_key(key));
 	values[1] = value ? CStringGetTextDatum(value) : (Datum) 0;
 	nulls[1] = value ? ' ' : 'n';
 	if (SPI_execute_plan(plan_put_installation, values, nulls, false, 0) != SPI_OK_INSERT)
@@ -335,7 +358,7 @@ put_resource_version(Reflector *r, const char *rv, bool listed)
 	Datum		values[3];
 	char		nulls[3] = {' ', ' ', ' '};
 
-	values[0] = CStringGetTextDatum(r->def->watcher);
+	values[0] = CStringGetTextDatum(cluster_key(r->def->watcher));
 	values[1] = CStringGetTextDatum(rv);
 	values[2] = BoolGetDatum(listed);
 	if (SPI_execute_plan(plan_put_rv, values, nulls, false, 0) != SPI_OK_INSERT)
@@ -394,7 +417,7 @@ reflector_reload(Reflector *r)
 		return false;
 	ereport(LOG,
 			(errmsg("paidb %s: the API server or namespace changed, listing %s again",
-					paidb_worker_names[r->def->kind], r->def->what)));
+					paidb_worker_label(paidb_worker_names[r->def->kind]), r->def->what)));
 	strlcpy(r->source, source, sizeof(r->source));
 	r->need_list = true;
 	r->need_state = true;		/* whether it is a first run: load_state */
@@ -575,7 +598,7 @@ apply_protected(Reflector *r, WatchItem *items, int n, ApplyFn fn, bool warn)
 		ereport(WARNING,
 				(errcode(edata->sqlerrcode),
 				 errmsg("paidb %s skipped the %s event of \"%s\": %s",
-						paidb_worker_names[r->def->kind], bad->type,
+						paidb_worker_label(paidb_worker_names[r->def->kind]), bad->type,
 						bad->name ? bad->name : "(no name)", edata->message),
 				 edata->detail ? errdetail_internal("%s", edata->detail) : 0,
 				 errhint("The event is not applied; the next event about the same object will be.")));
@@ -679,7 +702,7 @@ batch_report(Reflector *r, const char *state)
 						r->has_error ? r->last_error : NULL);
 	if (r->skipped > 0)
 		elog(DEBUG1, "paidb %s: %llu events applied, %llu not ours",
-			 paidb_worker_names[r->def->kind],
+			 paidb_worker_label(paidb_worker_names[r->def->kind]),
 			 (unsigned long long) r->applied, (unsigned long long) r->skipped);
 }
 
@@ -700,7 +723,7 @@ note_skip(Reflector *r, const char *name, const char *fmt,...)
 	ereport(WARNING,
 			(errcode(ERRCODE_EXTERNAL_ROUTINE_EXCEPTION),
 			 errmsg("paidb %s skipped %s \"%s\" from the API server: %s",
-					paidb_worker_names[r->def->kind], r->def->what,
+					paidb_worker_label(paidb_worker_names[r->def->kind]), r->def->what,
 					name ? name : "(no name)", why)));
 	snprintf(r->last_error, sizeof(r->last_error), "skipped %s \"%s\": %s",
 			 r->def->what, name ? name : "(no name)", why);
@@ -720,7 +743,7 @@ note_bad_rv(Reflector *r, const char *what, const char *rv)
 	ereport(WARNING,
 			(errcode(ERRCODE_EXTERNAL_ROUTINE_EXCEPTION),
 			 errmsg("paidb %s: resourceVersion \"%.64s\" of a %s event is not a decimal number of at most 64 bits",
-					paidb_worker_names[r->def->kind], rv ? rv : "", what),
+					paidb_worker_label(paidb_worker_names[r->def->kind]), rv ? rv : "", what),
 			 errdetail("The watch position is not moved to it.")));
 	snprintf(r->last_error, sizeof(r->last_error),
 			 "resourceVersion \"%.64s\" of a %s event is not a decimal number of at most 64 bits", rv ? rv : "", what);
@@ -785,7 +808,7 @@ apply_framework(Reflector *r, WatchItem *item)
 static ApplyOutcome
 reconcile_one(Reflector *r, WatchItem *item)
 {
-	Datum		values[2];
+	Datum		values[3];
 	SPITupleTable *tuptable;
 	Datum		d;
 	bool		isnull;
@@ -794,6 +817,7 @@ reconcile_one(Reflector *r, WatchItem *item)
 
 	values[0] = CStringGetTextDatum(item->name);
 	values[1] = CStringGetTextDatum(item->json);
+	values[2] = CStringGetTextDatum(paidb_cluster_name());
 	if (SPI_execute_plan(plan_deleted_snapshot, values, NULL, false, 1) != SPI_OK_SELECT)
 		elog(ERROR, "could not read the snapshot of framework \"%s\"", item->name);
 	tuptable = SPI_tuptable;
@@ -826,8 +850,8 @@ reconcile_one(Reflector *r, WatchItem *item)
 static void
 reconcile(Reflector *r, const char *list_rv)
 {
-	Datum		values[1];
-	char		nulls[1];
+	Datum		values[2];
+	char		nulls[2] = {' ', ' '};
 	int64		rv = 0;
 	Portal		portal;
 	List	   *missing = NIL;
@@ -836,6 +860,7 @@ reconcile(Reflector *r, const char *list_rv)
 
 	nulls[0] = parse_rv(list_rv, &rv) ? ' ' : 'n';
 	values[0] = Int64GetDatum(rv);
+	values[1] = CStringGetTextDatum(paidb_cluster_name());
 	portal = SPI_cursor_open(NULL, plan_reconcile_candidates, values, nulls, true);
 	for (;;)
 	{
@@ -950,8 +975,8 @@ apply_event(Reflector *r, WatchItem *item)
 	char		framework[POD_FRAMEWORK_NAME_LEN + 1];
 	char	   *taskrole;
 	char	   *index;
-	Datum		values[6];
-	char		nulls[6] = {' ', ' ', ' ', ' ', ' ', ' '};
+	Datum		values[7];
+	char		nulls[7] = {' ', ' ', ' ', ' ', ' ', ' ', ' '};
 	int			ret;
 
 	/* events expire: the row stays when the API server deletes one */
@@ -983,6 +1008,7 @@ apply_event(Reflector *r, WatchItem *item)
 		values[5] = (Datum) 0;
 		nulls[5] = 'n';
 	}
+	values[6] = CStringGetTextDatum(paidb_cluster_name());
 	ret = SPI_execute_plan(plan_upsert_event, values, nulls, false, 0);
 	if (ret != SPI_OK_INSERT)
 		elog(ERROR, "could not store event \"%s\": %s", uid, SPI_result_code_string(ret));
@@ -1062,9 +1088,11 @@ drop_unchanged(Reflector *r)
 	if (nnames == 0)
 		return;
 	{
-		Datum		arg = PointerGetDatum(construct_array(names, nnames, TEXTOID, -1, false, TYPALIGN_INT));
+		Datum		args[2];
 
-		if (SPI_execute_plan(plan_stored_rvs, &arg, NULL, true, 0) != SPI_OK_SELECT)
+		args[0] = PointerGetDatum(construct_array(names, nnames, TEXTOID, -1, false, TYPALIGN_INT));
+		args[1] = CStringGetTextDatum(paidb_cluster_name());
+		if (SPI_execute_plan(plan_stored_rvs, args, NULL, true, 0) != SPI_OK_SELECT)
 			elog(ERROR, "could not read the stored resourceVersions of listed frameworks");
 	}
 	tuptable = SPI_tuptable;
@@ -1116,7 +1144,7 @@ apply_list_batch(Reflector *r, const char *list_rv)
 	char		activity[96];
 
 	snprintf(activity, sizeof(activity), "paidb %s: applying %d listed %s",
-			 paidb_worker_names[r->def->kind], r->nitems, r->def->what);
+			 paidb_worker_label(paidb_worker_names[r->def->kind]), r->nitems, r->def->what);
 	paidb_worker_begin(activity);
 	prepare_plans();
 	if (r->def->reconcile)
@@ -1172,7 +1200,7 @@ run_list(Reflector *r)
 	}
 	report_state(r, r->importing ? "importing" : "listing");
 	ereport(LOG,
-			(errmsg("paidb %s: %s %s", paidb_worker_names[r->def->kind],
+			(errmsg("paidb %s: %s %s", paidb_worker_label(paidb_worker_names[r->def->kind]),
 					r->importing ? "importing existing" : "listing", r->def->what)));
 
 	for (;;)
@@ -1223,7 +1251,7 @@ run_list(Reflector *r)
 			ereport(WARNING,
 					(errcode(ERRCODE_EXTERNAL_ROUTINE_EXCEPTION),
 					 errmsg("paidb %s: the %s list has resourceVersion \"%.64s\", which is not a decimal number",
-							paidb_worker_names[r->def->kind], r->def->what,
+							paidb_worker_label(paidb_worker_names[r->def->kind]), r->def->what,
 							k8s_list_resource_version(list)),
 					 errdetail("A watch cannot be resumed from it; the list is treated as failed.")));
 			note_failure(r, NULL, "LIST %s: resourceVersion \"%.64s\" is not a decimal number",
@@ -1237,7 +1265,7 @@ run_list(Reflector *r)
 			if (continue_token != NULL && k8s_result_is_gone(res))
 				ereport(LOG,
 						(errmsg("paidb %s: the continue token of the %s list expired, listing again from the start",
-								paidb_worker_names[r->def->kind], r->def->what)));
+								paidb_worker_label(paidb_worker_names[r->def->kind]), r->def->what)));
 			else
 				k8s_log_failure(res->kind == K8S_RESULT_HTTP_ERROR ? WARNING : LOG,
 								k8s_list_request(list), NULL);
@@ -1274,7 +1302,7 @@ run_list(Reflector *r)
 
 	ereport(LOG,
 			(errmsg("paidb %s: %s %llu %s in %d pages at resourceVersion \"%s\"",
-					paidb_worker_names[r->def->kind],
+					paidb_worker_label(paidb_worker_names[r->def->kind]),
 					r->importing ? "imported" : "listed", (unsigned long long) total,
 					r->def->what, pages, r->rv),
 			 r->unchanged > 0 ?
@@ -1320,7 +1348,7 @@ batch_fill_from_watch(Reflector *r, K8sWatch *watch, bool *error_event)
 		if (ev->oversized && ev->told)
 		{
 			elog(LOG, "paidb %s: the %s event of \"%s\" that passed paidb.max_object_bytes ended after %zu bytes",
-				 paidb_worker_names[r->def->kind], ev->type_name, ev->name ? ev->name : "(no name)",
+				 paidb_worker_label(paidb_worker_names[r->def->kind]), ev->type_name, ev->name ? ev->name : "(no name)",
 				 ev->object_len);
 			continue;
 		}
@@ -1350,7 +1378,7 @@ batch_fill_from_watch(Reflector *r, K8sWatch *watch, bool *error_event)
 				if (ev->error_code == 410 || k8s_watch_expired(watch))
 					ereport(LOG,
 							(errmsg("paidb %s: resourceVersion \"%s\" of %s is too old, listing again",
-									paidb_worker_names[r->def->kind], r->rv ? r->rv : "",
+									paidb_worker_label(paidb_worker_names[r->def->kind]), r->rv ? r->rv : "",
 									r->def->what),
 							 ev->error_message ? errdetail("The API server said: %s", ev->error_message) : 0));
 				else
@@ -1358,7 +1386,7 @@ batch_fill_from_watch(Reflector *r, K8sWatch *watch, bool *error_event)
 					ereport(WARNING,
 							(errcode(ERRCODE_EXTERNAL_ROUTINE_EXCEPTION),
 							 errmsg("paidb %s: the watch of %s ended with an error %d, reason %s",
-									paidb_worker_names[r->def->kind], r->def->what,
+									paidb_worker_label(paidb_worker_names[r->def->kind]), r->def->what,
 									ev->error_code, ev->error_reason ? ev->error_reason : "(none)"),
 							 ev->error_message ? errdetail("The API server said: %s", ev->error_message) : 0));
 					snprintf(r->failure, sizeof(r->failure), "WATCH %s: ERROR event %d %s%s%s",
@@ -1387,7 +1415,7 @@ apply_watch_batch(Reflector *r, const char *new_rv)
 		(new_rv == NULL || (r->rv != NULL && strcmp(new_rv, r->rv) == 0)))
 		return;
 	snprintf(activity, sizeof(activity), "paidb %s: applying %d %s events",
-			 paidb_worker_names[r->def->kind], r->nitems, r->def->what);
+			 paidb_worker_label(paidb_worker_names[r->def->kind]), r->nitems, r->def->what);
 	paidb_worker_begin(activity);
 	prepare_plans();
 	apply_items(r, r->items, r->nitems, r->def->apply);
@@ -1429,7 +1457,7 @@ run_watch(Reflector *r)
 	report_request(r);
 	report_state(r, "watching");
 	elog(DEBUG1, "paidb %s: watching %s from resourceVersion \"%s\" for %d s",
-		 paidb_worker_names[r->def->kind], r->def->what, r->rv ? r->rv : "",
+		 paidb_worker_label(paidb_worker_names[r->def->kind]), r->def->what, r->rv ? r->rv : "",
 		 k8s_watch_timeout_s(watch));
 
 	for (;;)
@@ -1471,7 +1499,7 @@ run_watch(Reflector *r)
 		if (end == K8S_WATCH_FAILED)
 			ereport(LOG,
 					(errmsg("paidb %s: resourceVersion \"%s\" of %s is too old, listing again",
-							paidb_worker_names[r->def->kind], r->rv ? r->rv : "", r->def->what)));
+							paidb_worker_label(paidb_worker_names[r->def->kind]), r->rv ? r->rv : "", r->def->what)));
 		k8s_watch_free(watch);
 		r->need_list = true;
 		r->failures = 0;
@@ -1514,7 +1542,7 @@ run_watch(Reflector *r)
 			return ROUND_BACKOFF;
 		}
 		elog(DEBUG1, "paidb %s: the watch of %s ended after %ld ms, watching again",
-			 paidb_worker_names[r->def->kind], r->def->what, lasted);
+			 paidb_worker_label(paidb_worker_names[r->def->kind]), r->def->what, lasted);
 		r->adopt_in_watch = false;	/* caught up with what the server had */
 		return ROUND_OK;
 	}
@@ -1543,7 +1571,7 @@ run_watch(Reflector *r)
 static bool
 check_timeline(Reflector *r)
 {
-	Datum		arg = CStringGetTextDatum(PAIDB_WATCH_TIMELINE);
+	Datum		arg = CStringGetTextDatum(cluster_key(PAIDB_WATCH_TIMELINE));
 	char	   *stored = spi_single_text(plan_get_installation, &arg, CurrentMemoryContext);
 	char	   *current = psprintf("%u", GetWALInsertionTimeLine());
 
@@ -1552,7 +1580,7 @@ check_timeline(Reflector *r)
 	if (moved)
 		ereport(LOG,
 				(errmsg("paidb %s: the database moved from timeline %s to %s, adopting the %s it does not know",
-						paidb_worker_names[r->def->kind], stored, current, r->def->what),
+						paidb_worker_label(paidb_worker_names[r->def->kind]), stored, current, r->def->what),
 				 errdetail("A promoted or restored database may have lost recent jobs that the API server still runs; they are imported, not deleted.")));
 	if (stored == NULL || moved)
 		put_installation(PAIDB_WATCH_TIMELINE, current);
@@ -1571,13 +1599,13 @@ load_state(Reflector *r)
 
 	paidb_worker_begin("paidb: reading the watch state");
 	prepare_plans();
-	arg = CStringGetTextDatum(r->def->watcher);
+	arg = CStringGetTextDatum(cluster_key(r->def->watcher));
 	rv = spi_single_text(plan_get_rv, &arg, paidb_worker_context);
-	arg = CStringGetTextDatum(source_key(r));
+	arg = CStringGetTextDatum(cluster_key(source_key(r)));
 	stored_source = spi_single_text(plan_get_installation, &arg, paidb_worker_context);
 	if (r->def->adopt_on_first_run)
 	{
-		arg = CStringGetTextDatum(PAIDB_INITIAL_IMPORT_DONE);
+		arg = CStringGetTextDatum(cluster_key(PAIDB_INITIAL_IMPORT_DONE));
 		import_done = spi_single_text(plan_get_installation, &arg, paidb_worker_context);
 		new_timeline = check_timeline(r);
 	}
@@ -1589,7 +1617,7 @@ load_state(Reflector *r)
 	if (r->import_pending && import_done != NULL)
 		ereport(LOG,
 				(errmsg("paidb %s: the API server or namespace is not the one imported from, importing its %s",
-						paidb_worker_names[r->def->kind], r->def->what)));
+						paidb_worker_label(paidb_worker_names[r->def->kind]), r->def->what)));
 	r->rv = rv;
 	r->need_list = (rv == NULL || r->import_pending);
 	/* after a promotion or a restore: adopt while resuming, and on a LIST */
@@ -1599,13 +1627,13 @@ load_state(Reflector *r)
 	{
 		ereport(LOG,
 				(errmsg("paidb %s: the stored resourceVersion belongs to another API server or namespace, listing %s again",
-						paidb_worker_names[r->def->kind], r->def->what)));
+						paidb_worker_label(paidb_worker_names[r->def->kind]), r->def->what)));
 		r->need_list = true;
 	}
 	if (!r->need_list)
 		ereport(LOG,
 				(errmsg("paidb %s: resuming the watch of %s at resourceVersion \"%s\"",
-						paidb_worker_names[r->def->kind], r->def->what, r->rv)));
+						paidb_worker_label(paidb_worker_names[r->def->kind]), r->def->what, r->rv)));
 }
 
 /* Run a watcher for ever. */

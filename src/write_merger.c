@@ -16,16 +16,20 @@
 #include "funcapi.h"
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
+#include "catalog/namespace.h"
 #include "utils/builtins.h"
+#include "utils/lsyscache.h"
 #include "utils/jsonb.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
+#include "cluster_config.h"
 #include "guc.h"
 #include "history.h"
 #include "jsonb_util.h"
 #include "k8s_objects.h"
 #include "merge_patch.h"
+#include "placement.h"
 #include "snapshot.h"
 #include "spi_plan.h"
 #include "sync_signal.h"
@@ -50,6 +54,8 @@ typedef struct StoredFramework
 	int64		resource_version;
 	bool		request_synced;
 	bool		api_server_deleted;
+	char	   *cluster;		/* paidb.framework.cluster (SPEC §11) */
+	int			placement;
 } StoredFramework;
 
 /* Plans prepared once per backend and kept (SPI_keepplan). */
@@ -60,6 +66,33 @@ static SPIPlanPtr plan_clear_addons = NULL;
 static SPIPlanPtr plan_queue_orphan = NULL;
 static SPIPlanPtr plan_forget_orphan = NULL;
 
+/*
+ * Whether the plans were made for a schema with clusters (0.3 on).  A 0.2
+ * database served by this library (after the new library is installed,
+ * before ALTER EXTENSION paidb UPDATE) keeps working as 0.2 did: every job
+ * is the default cluster's.
+ */
+static bool plans_have_clusters = false;
+
+/* Whether paidb.framework has the column cluster (a syscache look-up). */
+static bool
+schema_has_clusters(void)
+{
+	Oid			nsp = get_namespace_oid("paidb", true);
+	Oid			rel = OidIsValid(nsp) ? get_relname_relid("framework", nsp) : InvalidOid;
+
+	return OidIsValid(rel) && get_attnum(rel, "cluster") != InvalidAttrNumber;
+}
+
+/* Drop a kept plan. */
+static void
+free_plan(SPIPlanPtr *plan)
+{
+	if (*plan != NULL)
+		SPI_freeplan(*plan);
+	*plan = NULL;
+}
+
 /* Prepare every plan of this module (inside an SPI connection). */
 static void
 prepare_plans(void)
@@ -68,14 +101,27 @@ prepare_plans(void)
 	Oid			types[PAIDB_NUM_DERIVED + 16];
 	int			i,
 				n;
+	bool		clusters = schema_has_clusters();
 
-	if (plan_lock != NULL)
+	if (plan_lock != NULL && clusters == plans_have_clusters)
 		return;
+	/* first use, or the schema was updated since: (re)make them all */
+	free_plan(&plan_lock);
+	free_plan(&plan_insert);
+	free_plan(&plan_update);
+	free_plan(&plan_clear_addons);
+	free_plan(&plan_queue_orphan);
+	free_plan(&plan_forget_orphan);
+	plans_have_clusters = clusters;
 
 	types[0] = TEXTOID;
-	plan_lock = paidb_prepare_kept(
+	plan_lock = paidb_prepare_kept(clusters ?
 							 "SELECT request_generation, snapshot, resource_version, request_synced, "
-							 "api_server_deleted FROM paidb.framework WHERE name = $1 FOR UPDATE",
+							 "api_server_deleted, cluster, placement FROM paidb.framework "
+							 "WHERE name = $1 FOR UPDATE" :
+							 "SELECT request_generation, snapshot, resource_version, request_synced, "
+							 "api_server_deleted, 'default'::pg_catalog.text, 1 FROM paidb.framework "
+							 "WHERE name = $1 FOR UPDATE",
 							 1, types);
 
 	/* INSERT: name, derived..., submission_time, snapshot, generation, synced, rv, add-ons */
@@ -83,10 +129,11 @@ prepare_plans(void)
 	appendStringInfoString(&sql, "INSERT INTO paidb.framework (name");
 	for (i = 0; i < PAIDB_NUM_DERIVED; i++)
 		appendStringInfo(&sql, ", %s", paidb_derived_column_names[i]);
-	appendStringInfoString(&sql, ", submission_time, snapshot, request_generation, "
-						   "request_synced, resource_version, config_secret_def, "
-						   "user_extension_secret_def, priority_class_def, "
-						   "docker_secret_def, token_secret_def) VALUES ($1");
+	appendStringInfo(&sql, ", submission_time, snapshot, request_generation, "
+					 "request_synced, resource_version, config_secret_def, "
+					 "user_extension_secret_def, priority_class_def, "
+					 "docker_secret_def, token_secret_def%s) VALUES ($1",
+					 clusters ? ", cluster" : "");
 	n = 1;
 	types[0] = TEXTOID;
 	for (i = 0; i < PAIDB_NUM_DERIVED; i++)
@@ -101,7 +148,8 @@ prepare_plans(void)
 	types[n + 4] = INT8OID;
 	for (i = 0; i < NUM_ADDONS; i++)
 		types[n + 5 + i] = JSONBOID;
-	for (i = 0; i < 5 + NUM_ADDONS; i++)
+	types[n + 5 + NUM_ADDONS] = TEXTOID;
+	for (i = 0; i < 5 + NUM_ADDONS + (clusters ? 1 : 0); i++)
 		appendStringInfo(&sql, ", $%d", ++n);
 	appendStringInfoString(&sql, ") ON CONFLICT (name) DO NOTHING RETURNING name");
 	plan_insert = paidb_prepare_kept(sql.data, n, types);
@@ -145,13 +193,22 @@ prepare_plans(void)
 	types[1] = TEXTOID;
 	types[2] = TEXTOID;
 	types[3] = INT8OID;
-	plan_queue_orphan = paidb_prepare_kept(
+	types[4] = TEXTOID;
+	plan_queue_orphan = paidb_prepare_kept(clusters ?
+									 "INSERT INTO paidb.orphan (name, namespace, uid, resource_version, cluster) "
+									 "VALUES ($1, $2, $3, $4, $5) ON CONFLICT (cluster, name) DO UPDATE SET "
+									 "namespace = EXCLUDED.namespace, uid = EXCLUDED.uid, "
+									 "resource_version = EXCLUDED.resource_version" :
 									 "INSERT INTO paidb.orphan (name, namespace, uid, resource_version) "
 									 "VALUES ($1, $2, $3, $4) ON CONFLICT (name) DO UPDATE SET "
 									 "namespace = EXCLUDED.namespace, uid = EXCLUDED.uid, "
 									 "resource_version = EXCLUDED.resource_version",
-									 4, types);
-	plan_forget_orphan = paidb_prepare_kept("DELETE FROM paidb.orphan WHERE name = $1", 1, types);
+									 clusters ? 5 : 4, types);
+	types[1] = TEXTOID;
+	plan_forget_orphan = paidb_prepare_kept(clusters ?
+											"DELETE FROM paidb.orphan WHERE name = $1 AND cluster = $2" :
+											"DELETE FROM paidb.orphan WHERE name = $1",
+											clusters ? 2 : 1, types);
 	pfree(sql.data);
 }
 
@@ -235,13 +292,15 @@ lock_framework(const char *name, StoredFramework *row)
 	row->resource_version = isnull ? 0 : DatumGetInt64(d);
 	row->request_synced = DatumGetBool(SPI_getbinval(tup, desc, 4, &isnull));
 	row->api_server_deleted = DatumGetBool(SPI_getbinval(tup, desc, 5, &isnull));
+	row->cluster = SPI_getvalue(tup, desc, 6);
+	row->placement = DatumGetInt32(SPI_getbinval(tup, desc, 7, &isnull));
 }
 
 /* Insert a new framework row; false if another transaction inserted it first. */
 static bool
 insert_framework(const char *name, Jsonb *snapshot, TimestampTz submission_time,
 				 int64 generation, bool synced, bool has_rv, int64 rv,
-				 Jsonb *const *addons)
+				 Jsonb *const *addons, const char *cluster)
 {
 	DerivedColumns d;
 	Datum		values[PAIDB_NUM_DERIVED + 16];
@@ -271,6 +330,11 @@ insert_framework(const char *name, Jsonb *snapshot, TimestampTz submission_time,
 	{
 		values[n] = addons && addons[i] ? JsonbPGetDatum(addons[i]) : (Datum) 0;
 		nulls[n++] = addons && addons[i] ? ' ' : 'n';
+	}
+	if (plans_have_clusters)
+	{
+		values[n] = CStringGetTextDatum(cluster);
+		nulls[n++] = ' ';
 	}
 	if (SPI_execute_plan(plan_insert, values, nulls, false, 0) != SPI_OK_INSERT_RETURNING)
 		elog(ERROR, "could not insert framework \"%s\"", name);
@@ -428,15 +492,16 @@ store_changed_request(const char *name, Jsonb *request, StoredFramework *row,
 static void
 check_addon(const PaidbAddonSlot *slot, Jsonb *def)
 {
-	char	   *problem = paidb_addon_problem(slot, &def->root, paidb_k8s_namespace);
+	const char *ns = paidb_cluster_namespace();
+	char	   *problem = paidb_addon_problem(slot, &def->root, ns);
 
 	if (problem != NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("invalid add-on %s", slot->key),
 				 errdetail_internal("%s", problem),
-				 errhint("%s takes a %s %s named by a DNS-1123 subdomain, in paidb.k8s_namespace \"%s\" if namespaced.",
-						 slot->key, slot->api_version, slot->kind, paidb_k8s_namespace)));
+				 errhint("%s takes a %s %s named by a DNS-1123 subdomain, in its cluster's namespace \"%s\" if namespaced.",
+						 slot->key, slot->api_version, slot->kind, ns)));
 }
 
 /* Validate the add_ons argument and pick out the five definitions. */
@@ -499,18 +564,23 @@ return_one_row(FunctionCallInfo fcinfo, Datum *values, bool *nulls)
 }
 
 /*
- * put_framework_request(request, submission_time, add_ons): create or
- * replace a job's request (the write merger's PUT).
+ * put_framework_request(request, submission_time, add_ons, cluster): create
+ * or replace a job's request (the write merger's PUT); a new job is placed
+ * in a cluster in this transaction (SPEC §11).
  */
 Datum
 paidb_put_framework_request(PG_FUNCTION_ARGS)
 {
 	Jsonb	   *request;
+	Jsonb	   *add_ons;
 	TimestampTz submission_time;
 	Jsonb	   *defs[NUM_ADDONS];
 	char	   *name;
+	char	   *volatile cluster_arg = NULL;
 	StoredFramework row;
 	RequestOutcome out;
+	PaidbClusterConfig conf;
+	PaidbClusterConfig *saved_cluster = paidb_my_cluster;
 	Datum		values[4];
 	bool		nulls[4] = {false, false, false, false};
 
@@ -522,37 +592,80 @@ paidb_put_framework_request(PG_FUNCTION_ARGS)
 	request = PG_GETARG_JSONB_P(0);
 	submission_time = PG_ARGISNULL(1) ? GetCurrentTransactionStartTimestamp() : PG_GETARG_TIMESTAMPTZ(1);
 	name = validate_request(request);
-	read_addons(PG_ARGISNULL(2) ? NULL : PG_GETARG_JSONB_P(2), defs);
+	add_ons = PG_ARGISNULL(2) ? NULL : PG_GETARG_JSONB_P(2);
+	if (PG_NARGS() > 3 && !PG_ARGISNULL(3))
+		cluster_arg = text_to_cstring(PG_GETARG_TEXT_PP(3));
 
 	SPI_connect();
 	prepare_plans();
-	for (;;)
+	PG_TRY();
 	{
-		lock_framework(name, &row);
-		if (row.found)
+		for (;;)
 		{
-			/* add-ons given for an existing job are ignored (SPEC §3) */
-			store_changed_request(name, request, &row, &out);
-			break;
-		}
-		else
-		{
-			Jsonb	   *stored = paidb_request_part(&request->root, 1);
-			Jsonb	   *snapshot = paidb_compose_snapshot(&stored->root, NULL, NULL);
-
-			if (insert_framework(name, snapshot, submission_time, 1, false,
-								 false, 0, defs))
+			lock_framework(name, &row);
+			if (row.found)
 			{
-				out.generation = 1;
-				out.created = true;
-				out.changed = true;
-				paidb_note_sync_needed();
+				/* changing a job's request never moves it (SPEC §11) */
+				if (cluster_arg != NULL && strcmp(cluster_arg, row.cluster) != 0)
+					ereport(ERROR,
+							(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+							 errmsg("job \"%s\" belongs to cluster \"%s\", not \"%s\"",
+									name, row.cluster, cluster_arg),
+							 errhint("paidb.move_job moves a waiting job to another cluster.")));
+				if (plans_have_clusters)
+				{
+					if (!paidb_read_cluster(row.cluster, &conf, NULL))
+						elog(ERROR, "cluster \"%s\" of job \"%s\" is missing", row.cluster, name);
+					paidb_my_cluster = &conf;
+				}
+				/* add-ons given for an existing job are checked, then ignored (SPEC §3) */
+				read_addons(add_ons, defs);
+				store_changed_request(name, request, &row, &out);
 				break;
 			}
-			/* a concurrent put inserted it first: lock that row and compare */
-			CHECK_FOR_INTERRUPTS();
+			else
+			{
+				Jsonb	   *stored = paidb_request_part(&request->root, 1);
+				Jsonb	   *snapshot = paidb_compose_snapshot(&stored->root, NULL, NULL);
+				char	   *vc = jb_get_cstring(&request->root, 3,
+												(const char *[]) {"metadata", "labels", "virtualCluster"});
+
+				if (plans_have_clusters)
+				{
+					paidb_place_new_job(cluster_arg, vc, &conf);
+					/* the namespace of its add-ons and row is its cluster's */
+					paidb_my_cluster = &conf;
+				}
+				else
+				{
+					/* a 0.2 schema: the one API server of the settings */
+					if (cluster_arg != NULL && strcmp(cluster_arg, PAIDB_DEFAULT_CLUSTER) != 0)
+						ereport(ERROR,
+								(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+								 errmsg("cluster \"%s\" does not exist", cluster_arg),
+								 errhint("Run ALTER EXTENSION paidb UPDATE to use more than one cluster.")));
+					strlcpy(conf.name, PAIDB_DEFAULT_CLUSTER, sizeof(conf.name));
+				}
+				read_addons(add_ons, defs);
+				if (insert_framework(name, snapshot, submission_time, 1, false,
+									 false, 0, defs, conf.name))
+				{
+					out.generation = 1;
+					out.created = true;
+					out.changed = true;
+					paidb_note_sync_needed();
+					break;
+				}
+				/* a concurrent put inserted it first: lock that row and compare */
+				CHECK_FOR_INTERRUPTS();
+			}
 		}
 	}
+	PG_FINALLY();
+	{
+		paidb_my_cluster = saved_cluster;
+	}
+	PG_END_TRY();
 	SPI_finish();
 
 	values[0] = CStringGetTextDatum(name);
@@ -682,12 +795,16 @@ normalise_event_type(const char *type)
 	return NULL;				/* keep compiler quiet */
 }
 
-/* Queue (or forget) a framework unknown to the database (SPEC §5.1). */
+/*
+ * Queue (or forget) a framework unknown to the database (SPEC §5.1), or a
+ * stray copy of a job (another cluster's or another placement's, SPEC §11):
+ * retain mode keeps the first kind only.
+ */
 static void
-handle_orphan(const char *type, const char *name, Jsonb *object)
+handle_orphan(const char *type, const char *name, Jsonb *object, bool stray)
 {
-	Datum		values[4];
-	char		nulls[4] = {' ', ' ', ' ', ' '};
+	Datum		values[5];
+	char		nulls[5] = {' ', ' ', ' ', ' ', ' '};
 	char	   *ns = jb_get_cstring(&object->root, 2, (const char *[]) {"metadata", "namespace"});
 	char	   *uid = jb_get_cstring(&object->root, 2, (const char *[]) {"metadata", "uid"});
 	int64		rv = 0;
@@ -696,10 +813,11 @@ handle_orphan(const char *type, const char *name, Jsonb *object)
 	if (strcmp(type, "DELETED") == 0)
 	{
 		/* it is gone already: nothing left to delete */
-		SPI_execute_plan(plan_forget_orphan, values, nulls, false, 0);
+		values[1] = CStringGetTextDatum(paidb_cluster_name());
+		SPI_execute_plan(plan_forget_orphan, values, nulls, false, 0);	/* $2 unused before 0.3 */
 		return;
 	}
-	if (paidb_retain_mode)
+	if (paidb_cluster_retain_mode() && !stray)
 		return;
 	/* already being deleted (by us, most likely): nothing to queue */
 	if (jb_get_cstring(&object->root, 2, (const char *[]) {"metadata", "deletionTimestamp"}) != NULL)
@@ -710,9 +828,31 @@ handle_orphan(const char *type, const char *name, Jsonb *object)
 	nulls[2] = uid ? ' ' : 'n';
 	nulls[3] = paidb_object_resource_version(&object->root, &rv) ? ' ' : 'n';
 	values[3] = Int64GetDatum(rv);
+	values[4] = CStringGetTextDatum(paidb_cluster_name());
 	if (SPI_execute_plan(plan_queue_orphan, values, nulls, false, 0) != SPI_OK_INSERT)
 		elog(ERROR, "could not queue orphan framework \"%s\"", name);
 	paidb_note_sync_needed();
+}
+
+/*
+ * The placement an object's label paidb.io/placement names; 1 without the
+ * label (objects made before 0.3, or imported), -1 if it is not a number.
+ */
+static int
+object_placement(Jsonb *object)
+{
+	char	   *label = jb_get_cstring(&object->root, 3,
+									   (const char *[]) {"metadata", "labels", PAIDB_PLACEMENT_LABEL});
+	char	   *end;
+	long		n;
+
+	if (label == NULL)
+		return 1;
+	errno = 0;
+	n = strtol(label, &end, 10);
+	if (errno != 0 || end == label || *end != '\0' || n < 1 || n > PG_INT32_MAX)
+		return -1;
+	return (int) n;
 }
 
 /* Whether a snapshot holds paidb's permanent-failure status (SPEC §6). */
@@ -765,8 +905,20 @@ apply_event(const char *type, Jsonb *object)
 	lock_framework(name, &row);
 	if (!row.found)
 	{
-		handle_orphan(type, name, object);
+		handle_orphan(type, name, object, false);
 		return "orphan";
+	}
+	/*
+	 * SPEC §11: a framework found in another cluster than the job's (seen by
+	 * that cluster's watcher), or labelled with an older placement, is not
+	 * the job's: it never changes the job, and it is deleted where it was
+	 * found, like any framework the database does not know.
+	 */
+	if ((paidb_my_cluster != NULL && strcmp(row.cluster, paidb_my_cluster->name) != 0) ||
+		object_placement(object) != row.placement)
+	{
+		handle_orphan(type, name, object, true);
+		return "other placement";
 	}
 	/*
 	 * A job paidb failed before creating its framework has no framework: a
@@ -910,7 +1062,8 @@ import_one(Jsonb *object)
 																  ObjectIdGetDatum(InvalidOid),
 																  Int32GetDatum(-1)));
 	has_rv = paidb_object_resource_version(&object->root, &rv);
-	if (!insert_framework(name, snapshot, submission_time, generation, true, has_rv, rv, NULL))
+	if (!insert_framework(name, snapshot, submission_time, generation, true, has_rv, rv, NULL,
+						  paidb_cluster_name()))
 		return false;
 	{
 		DerivedColumns d;
@@ -1033,4 +1186,157 @@ paidb_fail_permanently_internal(const char *name, int64 generation, const char *
 	}
 	SPI_finish();
 	return failed;
+}
+
+PG_FUNCTION_INFO_V1(paidb_move_job);
+
+/*
+ * move_job(name, cluster, force): move a waiting job to another active
+ * cluster (SPEC §11), returning at once.  The job's row takes the new
+ * cluster and the next placement, with the pending status and nothing
+ * sent; moving_from keeps the old cluster until its sync worker has
+ * confirmed the old framework absent, and the new cluster's sync worker
+ * creates nothing before that.  With force the create is not held back:
+ * the old framework is queued for deletion in the old cluster and a
+ * MovedUnconfirmed event says the job may run in both meanwhile.  Returns
+ * whether the job moved (false: it is in that cluster already).
+ */
+Datum
+paidb_move_job(PG_FUNCTION_ARGS)
+{
+	char	   *name;
+	char	   *target;
+	bool		force;
+	StoredFramework row;
+	PaidbClusterConfig conf;
+	char	   *state;
+	char	   *moving_from;
+	Jsonb	   *request;
+	Jsonb	   *snapshot;
+	Datum		args[4];
+	Oid			types[4] = {TEXTOID, TEXTOID, BOOLOID, TEXTOID};
+	HeapTuple	tup;
+	TupleDesc	desc;
+	int			i;
+
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || PG_ARGISNULL(2))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("name, cluster and force must not be null")));
+	name = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	target = text_to_cstring(PG_GETARG_TEXT_PP(1));
+	force = PG_GETARG_BOOL(2);
+
+	SPI_connect();
+	prepare_plans();
+	lock_framework(name, &row);
+	if (!row.found)
+		ereport(ERROR,
+				(errcode(ERRCODE_NO_DATA_FOUND),
+				 errmsg("job \"%s\" does not exist", name)));
+	args[0] = CStringGetTextDatum(name);
+	if (SPI_execute_with_args("SELECT state, moving_from, config_secret_def, user_extension_secret_def, "
+							  "priority_class_def, docker_secret_def, token_secret_def "
+							  "FROM paidb.framework WHERE name = $1",
+							  1, types, args, NULL, false, 1) != SPI_OK_SELECT || SPI_processed != 1)
+		elog(ERROR, "could not read job \"%s\"", name);
+	tup = SPI_tuptable->vals[0];
+	desc = SPI_tuptable->tupdesc;
+	state = SPI_getvalue(tup, desc, 1);
+	moving_from = SPI_getvalue(tup, desc, 2);
+	/* a job that may have started runs where it is; force does not lift this */
+	if (state == NULL || strcmp(state, "WAITING") != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("job \"%s\" is %s: only a waiting job can move", name,
+						state ? state : "without a state"),
+				 errhint("Stop it and submit it again in the other cluster.")));
+	if (strcmp(target, row.cluster) == 0)
+	{
+		SPI_finish();
+		PG_RETURN_BOOL(false);
+	}
+	if (moving_from != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("job \"%s\" is still moving from cluster \"%s\"", name, moving_from),
+				 errdetail("Cluster \"%s\" has not confirmed yet that the job's framework is gone.",
+						   moving_from),
+				 errhint("Move it again once paidb.framework.moving_from is NULL.")));
+	/* the same checks as a new job's placement: exists, active, locked */
+	paidb_place_new_job(target, NULL, &conf);
+
+	/* add-ons live in the job's cluster's namespace (SPEC §8, §11) */
+	for (i = 0; i < NUM_ADDONS; i++)
+	{
+		bool		isnull;
+		Datum		d = SPI_getbinval(tup, desc, 3 + i, &isnull);
+		char	   *problem;
+		const char *ns = conf.namespace[0] ? conf.namespace : paidb_k8s_namespace;
+
+		if (isnull)
+			continue;
+		problem = paidb_addon_problem(&paidb_addon_slots[i], &DatumGetJsonbP(d)->root, ns);
+		if (problem != NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("job \"%s\" cannot move to cluster \"%s\": its add-on %s does not fit there",
+							name, target, paidb_addon_slots[i].key),
+					 errdetail_internal("%s", problem)));
+	}
+
+	/* nothing of the old cluster's framework applies to the new one */
+	request = paidb_request_part(&row.snapshot->root, row.generation);
+	snapshot = paidb_compose_snapshot(&request->root, NULL, NULL);
+	{
+		PaidbClusterConfig *saved = paidb_my_cluster;
+
+		/* its namespace column is the new cluster's */
+		paidb_my_cluster = &conf;
+		PG_TRY();
+		{
+			update_framework(name, snapshot, NULL, row.generation, false, false,
+							 false, 0, true, true);
+		}
+		PG_FINALLY();
+		{
+			paidb_my_cluster = saved;
+		}
+		PG_END_TRY();
+	}
+	args[1] = CStringGetTextDatum(target);
+	args[2] = BoolGetDatum(force);
+	args[3] = CStringGetTextDatum(row.cluster);
+	if (SPI_execute_with_args("UPDATE paidb.framework SET cluster = $2, placement = placement + 1, "
+							  "moving_from = CASE WHEN $3 THEN NULL ELSE $4 END, sent_at = NULL "
+							  "WHERE name = $1",
+							  4, types, args, NULL, false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "could not move job \"%s\"", name);
+	if (force)
+	{
+		/* the old framework goes when its cluster answers, retained or not */
+		if (SPI_execute_with_args("INSERT INTO paidb.orphan (cluster, name, namespace) "
+								  "SELECT $4, $1, c.namespace FROM paidb.cluster c WHERE c.name = $4 "
+								  "ON CONFLICT (cluster, name) DO NOTHING",
+								  4, types, args, NULL, false, 0) != SPI_OK_INSERT)
+			elog(ERROR, "could not queue the old framework of job \"%s\"", name);
+		if (SPI_execute_with_args(
+								  "INSERT INTO paidb.framework_event (uid, framework_name, type, reason, message, "
+								  "first_timestamp, last_timestamp, count, source_component, event) "
+								  "SELECT pg_catalog.md5($1 || '+' || f.placement || '+MovedUnconfirmed'), $1, "
+								  "'Warning', 'MovedUnconfirmed', m.message, pg_catalog.now(), pg_catalog.now(), 1, "
+								  "'paidb', pg_catalog.jsonb_build_object('reason', 'MovedUnconfirmed', "
+								  "'message', m.message, 'type', 'Warning', 'fromCluster', $4, 'toCluster', $2, "
+								  "'placement', f.placement) "
+								  "FROM paidb.framework f, LATERAL (SELECT pg_catalog.format("
+								  "'moved from cluster %s to %s without confirming that its framework is gone "
+								  "from %s: it may run in both until %s deletes it', $4, $2, $4, $4) AS message) m "
+								  "WHERE f.name = $1 "
+								  "ON CONFLICT (uid) DO NOTHING",
+								  4, types, args, NULL, false, 0) != SPI_OK_INSERT)
+			elog(ERROR, "could not record the move of job \"%s\"", name);
+	}
+	paidb_note_sync_needed();
+	SPI_finish();
+	PG_RETURN_BOOL(true);
 }

@@ -98,6 +98,10 @@ if [ -f "$ROOT/test/bench/stress.sh" ]; then
 fi
 
 echo
+echo "== many clusters from one database (SPEC §11): a broken cluster's cost to the others, 1-8 clusters, an idle cluster"
+bash "$ROOT/test/bench/clusters.sh"
+
+echo
 echo "== this tree against release 0.1 (issue 8: no figure regresses by more than 5%)"
 bash "$ROOT/test/bench/compare-release.sh"
 

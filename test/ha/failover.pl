@@ -15,12 +15,16 @@
 #                (SIGSTOP) while clients go on, then kill -9: the
 #                asynchronous window, made deterministic
 #
-# Each checks, from the fake's request log (every line carries the sender's
+# Two clusters (SPEC §11): the default cluster's fake and a second fake
+# registered as cluster "b"; every other job is submitted to "b".
+#
+# Each checks, from the fakes' request logs (every line carries the sender's
 # User-Agent, "paidb/0.2 (host:port)") and counters: at no moment do two
 # members send requests; the new primary resumes the framework watch from
 # the stored resourceVersion (no LIST); every job acknowledged to a client
 # (and not in the asynchronous window) is created exactly once and ends in
-# its right state; in kill-sync, every create held across the kill (the
+# its right state, created in its own cluster's fake and never in the
+# other; in kill-sync, every create held across the kill (the
 # log names a create's object) made a job that the new primary has,
 # created once (the new primary learns of the framework from its watch, or
 # creates it again, is answered 409 and adopts it by its label), synced
@@ -252,6 +256,9 @@ bootstrap:
         max_wal_senders: 10
         max_replication_slots: 10
         wal_keep_size: 128MB
+        # the launcher, retention, and three workers for each of two
+        # clusters (Patroni keeps this one in the DCS: the same everywhere)
+        max_worker_processes: 16
   initdb:
     - encoding: UTF8
     - auth: trust
@@ -363,6 +370,8 @@ sub start_clients
 				my %o = (user => "ha$tag$c", job => "job$i", run_seconds => '1.5', step_seconds => '0.1');
 				$o{exit_codes} = '1' if $i % 3 == 0;
 				my $req = job_request($name, %o);
+				# every other job in the second cluster
+				my $cluster = $i % 2 == 0 ? 'b' : 'default';
 				while (!-e $stop && time() < $end)
 				{
 					my $t0 = time();
@@ -370,12 +379,14 @@ sub start_clients
 					# connection, a WAL position at or past the commit's,
 					# and the port of the member that acknowledged it)
 					my ($ok, $out, $err) = sql(connstr(),
-						"SELECT created FROM paidb.put_framework_request(" . sql_json($req) . ");\n"
+						"SELECT created FROM paidb.put_framework_request(" . sql_json($req)
+						  . ", now(), '{}', '$cluster');\n"
 						  . "SELECT pg_current_wal_insert_lsn()::text || ' ' || current_setting('port');", 10);
 					if ($ok)
 					{
 						my $lsn_port = (split /\n/, $out)[-1] // '';
-						printf $fh "ack %s %.3f %.3f %s %s\n", $name, $t0, time(), ($i % 3 == 0 ? 'FAILED' : 'SUCCEEDED'), $lsn_port;
+						printf $fh "ack %s %.3f %.3f %s %s cluster=%s\n", $name, $t0, time(),
+						  ($i % 3 == 0 ? 'FAILED' : 'SUCCEEDED'), $lsn_port, $cluster;
 						last;
 					}
 					printf $fh "fail %s %.3f %.3f\n", $name, $t0, time();
@@ -399,9 +410,9 @@ sub lsn_num
 	return hex($1) * 4294967296 + hex($2);
 }
 
-# Acknowledged jobs of a scenario: {name => {t0, t1, want, lsn, port}}, lsn
-# a WAL position of the primary that acknowledged it, at or past its commit,
-# port that primary's
+# Acknowledged jobs of a scenario: {name => {t0, t1, want, lsn, port,
+# cluster}}, lsn a WAL position of the primary that acknowledged it, at or
+# past its commit, port that primary's
 sub acks
 {
 	my ($tag) = @_;
@@ -411,8 +422,8 @@ sub acks
 		open(my $fh, '<', "$dir/client-$tag-$c.log") or next;
 		while (my $line = <$fh>)
 		{
-			next unless $line =~ /^ack (\S+) (\S+) (\S+) (\S+) (\S*)(?: (\d+))?$/;
-			$a{$1} = { t0 => $2, t1 => $3, want => $4, lsn => lsn_num($5), port => $6 };
+			next unless $line =~ /^ack (\S+) (\S+) (\S+) (\S+) (\S*)(?: (\d+))?(?: cluster=(\S+))?$/;
+			$a{$1} = { t0 => $2, t1 => $3, want => $4, lsn => lsn_num($5), port => $6, cluster => $7 // 'default' };
 		}
 		close($fh);
 	}
@@ -467,6 +478,10 @@ spawn('etcd', "$dir/etcd.log", 'etcd', '--name', 'e0', '--data-dir', "$dir/etcd"
 ok(wait_until(sub { $http->get("http://127.0.0.1:$etcd_client/health")->{success} }, 30), 'etcd runs');
 
 my $fake = PaidbTest::start_fake(dir => $dir, args => [ '--log-agent', '--log-name' ]);
+# the second cluster's API server
+mkdir("$dir/b") or die "mkdir $dir/b: $!";
+my $fake_b = PaidbTest::start_fake(dir => "$dir/b", args => [ '--log-agent', '--log-name' ]);
+my %fake_of = (default => $fake, b => $fake_b);
 
 for my $n (@names)
 {
@@ -481,6 +496,7 @@ for my $n (@names)
 start_patroni($names[0]);
 ok(wait_until(sub { (leader() // '') eq $names[0] }, 120), "$names[0] bootstraps the cluster");
 psql_primary('CREATE EXTENSION paidb CASCADE');
+psql_primary("INSERT INTO paidb.cluster (name, api_server) VALUES ('b', '" . $fake_b->url . "')");
 start_patroni($_) for @names[ 1 .. $#names ];
 my $leader = wait_healthy(1, 180);
 ok($leader, "a leader, $MEMBERS members streaming, a sync standby, paidb's workers on the leader");
@@ -498,7 +514,7 @@ sub scenario
 	note("---- scenario $tag");
 	my $old = leader();
 	my $stop = "$dir/stop-$tag";
-	my $log_lines_before = scalar(@{ request_log($fake) });
+	my %log_lines_before = map { $_ => scalar(@{ request_log($fake_of{$_}) }) } keys %fake_of;
 	my $rv_before = psql_primary("SELECT coalesce(max(resource_version), 0) FROM paidb.framework");
 	my @clients = start_clients($tag, $stop);
 	ok(wait_until(sub { scalar(keys %{ acks($tag) }) >= 10 }, 60), "$tag: clients have submitted jobs");
@@ -566,25 +582,41 @@ sub scenario
 	my %db = map { my ($n, $s, $d) = split /\|/; ($n => { state => $s, deleted => $d }) }
 	  split /\n/, psql_primary("SELECT name, state, api_server_deleted FROM paidb.framework");
 
-	my $counters = $fake->counters;
-	my (@lost, @wrong, @twice);
+	my %counters = map { $_ => $fake_of{$_}->counters } keys %fake_of;
+	my (@lost, @wrong, @twice, @elsewhere);
+	my %per_cluster;
 	for my $n (sort keys %$acks)
 	{
 		if (!$db{$n}) { push @lost, $n; next; }
 		push @wrong, "$n: $db{$n}{state}" if $db{$n}{state} ne $acks->{$n}{want} || $db{$n}{deleted} ne 't';
-		my $creates = $counters->{creates}{frameworks}{$n} // 0;
-		push @twice, "$n: $creates creates" if $creates != 1;
+		my $home = $acks->{$n}{cluster};
+		$per_cluster{$home}++;
+		my $creates = $counters{$home}{creates}{frameworks}{$n} // 0;
+		push @twice, "$n: $creates creates in cluster $home" if $creates != 1;
+		for my $other (grep { $_ ne $home } keys %fake_of)
+		{
+			my $c = $counters{$other}{creates}{frameworks}{$n} // 0;
+			push @elsewhere, "$n ($home): $c creates in cluster $other" if $c;
+		}
 	}
+	note("$tag: acknowledged jobs per cluster: " . join(', ', map { "$_ $per_cluster{$_}" } sort keys %per_cluster));
 	if ($sync)
 	{
 		is(scalar(@lost), 0, "$tag: no acknowledged job is lost") or diag("lost: @lost");
 	}
 	is(scalar(@wrong), 0, "$tag: every acknowledged job ended in its right state") or diag(join("\n", @wrong));
-	is(scalar(@twice), 0, "$tag: every acknowledged job the database has was created exactly once")
+	is(scalar(@twice), 0, "$tag: every acknowledged job the database has was created exactly once, in its cluster")
 	  or diag(join("\n", @twice));
+	is(scalar(@elsewhere), 0, "$tag: no job was created in the other cluster") or diag(join("\n", @elsewhere));
+	ok(($per_cluster{b} // 0) > 0 && ($per_cluster{default} // 0) > 0, "$tag: both clusters had jobs");
 
-	# the request log: one sender at a time, the new one resumes its watch
-	my @log = @{ request_log($fake) }[ $log_lines_before .. $#{ request_log($fake) } ];
+	# the request logs: one sender at a time, the new one resumes its watches
+	my @log;
+	for my $c (sort keys %fake_of)
+	{
+		my $all = request_log($fake_of{$c});
+		push @log, @{$all}[ $log_lines_before{$c} .. $#{$all} ];
+	}
 	my @new_reqs = sort { $a->{start} <=> $b->{start} } grep { agent_member($_->{agent}) eq $new } @log;
 	my $t_first = @new_reqs ? $new_reqs[0]{start} : undef;
 	my @late_old = grep { $_->{agent} =~ /^paidb/ && agent_member($_->{agent}) ne $new && defined $t_first && $_->{start} >= $t_first } @log;
@@ -596,7 +628,7 @@ sub scenario
 	my @conflicts = grep { $_->{method} eq 'POST' && $_->{target} =~ m{/frameworks$} && $_->{code} eq '409' } @new_reqs;
 	note("$tag: creates of the new primary answered 409 (and adopted): " . scalar(@conflicts));
 	my @lists = grep { $_->{method} eq 'GET' && $_->{target} =~ m{/(frameworks|events)(\?|$)} && $_->{target} !~ /watch=/ } @new_reqs;
-	is(scalar(@lists), 0, "$tag: the new primary resumes the framework and event watches without listing again")
+	is(scalar(@lists), 0, "$tag: the new primary resumes the framework and event watches of both clusters without listing again")
 	  or diag(join("\n", map { $_->{target} } @lists));
 	my @fw_watches = grep { $_->{target} =~ m{/frameworks\?.*watch=} } @new_reqs;
 	my $watch_rv = 0;
@@ -830,9 +862,9 @@ for my $p (reverse @procs)
 	stop_proc($p->[1], 10);
 }
 # keep the logs (Patroni's and PostgreSQL's, etcd's, the fake's requests)
-for my $f (glob("$dir/*.log"), $fake->{request_log})
+for my $f (glob("$dir/*.log"), $fake->{request_log}, $fake_b->{request_log})
 {
-	my ($base) = $f =~ m{([^/]+)$};
+	my $base = $f eq $fake_b->{request_log} ? 'b-kube-fake-requests.log' : ($f =~ m{([^/]+)$})[0];
 	File::Copy::copy($f, "$PostgreSQL::Test::Utils::log_path/ha_$base");
 }
 if (!Test::More->builder->is_passing)

@@ -7,6 +7,11 @@
 # checkouts can build and test side by side; empty means the system's.
 PAIDB_PG_ROOT=${PAIDB_PG_ROOT:-}
 PG_BIN=$PAIDB_PG_ROOT/usr/lib/postgresql/15/bin
+# The checkout these scripts belong to, for tests that run in a copy without
+# .git but need a release from its history (test/t/065_live_upgrade.pl
+# builds release 0.2 from it).
+PAIDB_CHECKOUT=${PAIDB_CHECKOUT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
+export PAIDB_CHECKOUT
 # Port reservations shared by every concurrent run of PostgreSQL::Test::Cluster.
 export PG_TEST_PORT_DIR=${PG_TEST_PORT_DIR:-/tmp/paidb-portlock}
 PAIDB_DEBS="postgresql-15 postgresql-server-dev-15 postgresql-contrib libcurl4-openssl-dev \

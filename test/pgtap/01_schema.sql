@@ -5,12 +5,12 @@ CREATE EXTENSION IF NOT EXISTS pgtap;
 DROP EXTENSION IF EXISTS paidb CASCADE;
 CREATE EXTENSION IF NOT EXISTS pg_trgm;
 CREATE EXTENSION paidb CASCADE;
-SELECT plan(66);
+SELECT plan(84);
 
 SELECT has_schema('paidb');
 SELECT tables_are('paidb', ARRAY['framework', 'framework_history', 'task_history', 'pod',
     'framework_event', 'pod_event', 'tag', 'orphan', 'watch_state', 'installation',
-    'job_summary', 'job_count', 'job_count_delta']);
+    'job_summary', 'job_count', 'job_count_delta', 'cluster', 'virtual_cluster_placement']);
 
 -- framework
 SELECT col_is_pk('paidb', 'framework', 'name', 'framework is keyed by name');
@@ -95,6 +95,33 @@ SELECT is((SELECT count(*)::int FROM pg_class c JOIN pg_index i ON i.indexrelid 
           'each trigram index keeps its pending list under 512 kB');
 SELECT has_index('paidb', 'framework_history', 'framework_history_framework_name_idx', 'history is found by framework');
 SELECT has_index('paidb', 'framework_event', 'framework_event_framework_name_idx', 'events are found by framework');
+
+-- clusters (SPEC §11)
+SELECT col_is_pk('paidb', 'cluster', 'name', 'cluster is keyed by name');
+SELECT columns_are('paidb', 'cluster', ARRAY['name', 'api_server', 'namespace', 'token_file',
+    'ca_file', 'retain_mode', 'state', 'inserted_at', 'updated_at'], 'cluster has the columns of SPEC §11');
+SELECT col_default_is('paidb', 'cluster', 'state', 'active', 'a cluster is active by default');
+SELECT results_eq($$SELECT name, api_server, namespace, token_file, ca_file, retain_mode, state FROM paidb.cluster$$,
+                  $$VALUES ('default'::text, NULL::text, NULL::text, NULL::text, NULL::text, NULL::boolean, 'active'::text)$$,
+                  'CREATE EXTENSION makes the cluster default, all settings');
+SELECT col_not_null('paidb', 'framework', 'cluster', 'every job has a cluster');
+SELECT fk_ok('paidb', 'framework', 'cluster', 'paidb', 'cluster', 'name');
+SELECT fk_ok('paidb', 'framework', 'moving_from', 'paidb', 'cluster', 'name');
+SELECT col_not_null('paidb', 'framework', 'placement', 'every job has a placement');
+SELECT col_default_is('paidb', 'framework', 'placement', '1', 'placement starts at 1');
+SELECT col_is_pk('paidb', 'virtual_cluster_placement', 'virtual_cluster', 'placements are keyed by virtual cluster');
+SELECT fk_ok('paidb', 'virtual_cluster_placement', 'cluster', 'paidb', 'cluster', 'name');
+SELECT col_is_pk('paidb', 'orphan', ARRAY['cluster', 'name'], 'orphans are per cluster');
+SELECT columns_are('paidb', 'cluster_status', ARRAY['cluster', 'state', 'jobs', 'unsynced',
+    'moving_out', 'last_contact', 'resource_version', 'workers', 'last_error'], 'cluster_status has the columns of SPEC §11');
+SELECT col_type_is('paidb', 'cluster_status', 'jobs', 'jsonb', 'jobs per state is jsonb');
+SELECT col_type_is('paidb', 'cluster_status', 'last_contact', 'timestamp with time zone', 'last_contact is timestamptz');
+SELECT throws_ok($$INSERT INTO paidb.cluster (name) VALUES ('Not_A_Label')$$, '23514', NULL,
+                 'a cluster name must be a DNS-1123 label');
+SELECT throws_ok($$INSERT INTO paidb.cluster (name, api_server) VALUES ('x', 'ftp://host')$$, '23514', NULL,
+                 'an API server must be an http(s) URL');
+SELECT throws_ok($$INSERT INTO paidb.cluster (name, state) VALUES ('x', 'gone')$$, '23514', NULL,
+                 'a cluster state is active, cordoned or removed');
 
 SELECT * FROM finish();
 ROLLBACK;

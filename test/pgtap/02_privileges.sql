@@ -4,7 +4,7 @@ SET client_min_messages = warning;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 DROP EXTENSION IF EXISTS paidb CASCADE;
 CREATE EXTENSION paidb CASCADE;
-SELECT plan(74);
+SELECT plan(105);
 
 SELECT has_role('paidb_writer');
 SELECT has_role('paidb_reader');
@@ -33,16 +33,30 @@ SELECT ok(NOT has_table_privilege('paidb_test_nobody', 'paidb.framework', 'SELEC
 
 -- writing functions: the writer may, others may not
 SELECT ok(has_function_privilege('paidb_writer', f, 'EXECUTE'), 'paidb_writer may call ' || f)
-  FROM unnest(ARRAY['paidb.put_framework_request(jsonb, timestamptz, jsonb)',
+  FROM unnest(ARRAY['paidb.put_framework_request(jsonb, timestamptz, jsonb, text)',
                     'paidb.patch_framework_request(text, jsonb)', 'paidb.stop_framework(text)',
                     'paidb.apply_watch_event(text, jsonb)', 'paidb.import_frameworks(jsonb)',
-                    'paidb.record_history(jsonb, text)', 'paidb.wakeup()',
+                    'paidb.record_history(jsonb, text)', 'paidb.wakeup()', 'paidb.move_job(text, text, boolean)',
                     'paidb.record_task_history(jsonb, text, integer, text, text, integer, text, integer, text, text)']) f;
-SELECT ok(NOT has_function_privilege(r, 'paidb.put_framework_request(jsonb, timestamptz, jsonb)', 'EXECUTE'),
+SELECT ok(NOT has_function_privilege(r, 'paidb.put_framework_request(jsonb, timestamptz, jsonb, text)', 'EXECUTE'),
           r || ' may not submit jobs')
   FROM unnest(ARRAY['paidb_reader', 'paidb_test_nobody']) r;
 SELECT ok(NOT has_function_privilege('paidb_test_nobody', 'paidb.status()', 'EXECUTE'),
           'other roles cannot see worker status');
+
+-- clusters (SPEC §11): only the owner writes them; paidb's roles read them
+SELECT ok(has_table_privilege(r, t, 'SELECT'), r || ' reads ' || t)
+  FROM unnest(ARRAY['paidb_writer', 'paidb_reader']) r,
+       unnest(ARRAY['paidb.cluster', 'paidb.virtual_cluster_placement', 'paidb.cluster_status']) t;
+SELECT ok(NOT has_table_privilege(r, t, p), r || ' may not ' || p || ' ' || t)
+  FROM unnest(ARRAY['paidb_writer', 'paidb_reader', 'paidb_test_nobody']) r,
+       unnest(ARRAY['paidb.cluster', 'paidb.virtual_cluster_placement']) t,
+       unnest(ARRAY['INSERT', 'UPDATE', 'DELETE']) p;
+SELECT ok(NOT has_table_privilege('paidb_test_nobody', 'paidb.cluster', 'SELECT'),
+          'other roles cannot read clusters');
+SELECT ok(NOT has_function_privilege(r, 'paidb.remove_cluster(text)', 'EXECUTE'),
+          r || ' may not remove a cluster')
+  FROM unnest(ARRAY['paidb_writer', 'paidb_reader', 'paidb_test_nobody']) r;
 
 -- the life cycle (SPEC §10): the writer archives and deletes, the reader does not,
 -- nobody but the owner runs a retention batch
@@ -54,7 +68,7 @@ SELECT ok(NOT has_function_privilege('paidb_reader', f, 'EXECUTE'), 'paidb_reade
 -- SECURITY DEFINER functions pin search_path
 SELECT is(array_agg(proname::text ORDER BY proname),
           ARRAY['apply_watch_event', 'archive_job', 'compact_job_counts', 'delete_job',
-                'import_frameworks', 'patch_framework_request', 'put_framework_request',
+                'import_frameworks', 'move_job', 'patch_framework_request', 'put_framework_request',
                 'record_history', 'record_task_history', 'retention_batch', 'stop_framework', 'wakeup'],
           'exactly the writing functions are SECURITY DEFINER')
   FROM pg_proc WHERE pronamespace = 'paidb'::regnamespace AND prosecdef;
@@ -80,6 +94,7 @@ SELECT throws_ok($$SELECT docker_secret_def FROM paidb.framework$$, '42501', NUL
 SELECT throws_ok($$SELECT * FROM paidb.put_framework_request('{"metadata": {"name": "x"}}')$$, '42501', NULL,
                  'the reader cannot submit');
 SELECT is((SELECT count(*)::int FROM paidb.status()), 4, 'the reader sees worker status');
+SELECT is((SELECT cluster FROM paidb.cluster_status), 'default', 'the reader sees cluster status');
 RESET ROLE;
 
 -- a hostile search_path cannot redirect the definer functions

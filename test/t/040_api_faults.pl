@@ -32,8 +32,8 @@ my $node = PaidbTest::new_node('api_faults', $fake, token_file => $token_file,
 	resync_interval => '20s', retain_mode => 'off', restart_after_crash => 'off',
 	conf => "paidb.k8s_timeout = '5s'\npaidb.max_rpc_concurrency = 8\npaidb.max_retry_after = '4s'\n");
 ok($node->poll_query_until('postgres',
-	q{SELECT count(*) = 4 FROM paidb.status() WHERE pid IS NOT NULL AND state NOT LIKE 'waiting%'}),
-	'the four workers run');
+	q{SELECT count(*) = 5 FROM paidb.status() WHERE pid IS NOT NULL AND state NOT LIKE 'waiting%'}),
+	'the five workers run (launcher, retention, and the default cluster\'s three)');
 ok($fake->wait_for_watches(2, $PaidbTest::WAIT), 'both watchers watch');
 
 # The sync worker's row of status(): {errors, requests_sent, last_error}.

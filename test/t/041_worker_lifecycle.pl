@@ -87,16 +87,16 @@ sub wait_workers
 	my $st;
 	wait_until(sub {
 		$st = status_of($n);
-		return 4 == grep { $_->{pid} > 0 && $_->{state} !~ /waiting|starting/ } values %$st;
+		return 5 == grep { $_->{pid} > 0 && $_->{state} !~ /waiting|starting/ } values %$st;
 	}, $secs);
 	return $st;
 }
 
 my $st = wait_workers($node);
-is(scalar(grep { $_->{pid} > 0 } values %$st), 4, 'four workers run on the primary')
+is(scalar(grep { $_->{pid} > 0 } values %$st), 5, 'five workers run on the primary')
   or diag explain $st;
-is_deeply([ sort keys %$st ], [ 'event watcher', 'framework watcher', 'retention', 'sync' ],
-	'status() names the sync worker, the two watchers and the retention worker');
+is_deeply([ sort keys %$st ], [ 'event watcher', 'framework watcher', 'launcher', 'retention', 'sync' ],
+	'status() names the sync worker, the two watchers, the launcher and the retention worker');
 ok(wait_until(sub { $fake1->wait_for_watches(2, 1) }), 'both watchers watch the API server');
 for my $w (sort keys %$st)
 {
@@ -239,7 +239,8 @@ for my $w (sort keys %$st)
 }
 
 # ---------------------------------------------------------------- restart after a crash
-for my $w ('sync', 'framework watcher', 'event watcher', 'retention')
+# (the launcher last: a new launcher starts every cluster's workers afresh)
+for my $w ('sync', 'framework watcher', 'event watcher', 'retention', 'launcher')
 {
 	my $old = status_of($node)->{$w}{pid};
 	my $lists = fake_counter($fake1, 'list frameworks');
@@ -297,7 +298,7 @@ ok(!grep({ $_ > 0 && kill(0, $_) } @pids), 'no worker process is left');
 $fake2->resume;
 $node->start;
 $st = wait_workers($node);
-is(scalar(grep { $_->{pid} > 0 } values %$st), 4, 'the workers run again after the restart');
+is(scalar(grep { $_->{pid} > 0 } values %$st), 5, 'the workers run again after the restart');
 ok(wait_until(sub { fake_create_attempts($fake2, 'hang1') > 0 }, 30),
 	'the job whose request hung at the shutdown is created after the restart');
 ok($node->poll_query_until('postgres',
@@ -326,7 +327,7 @@ is($fake3->counters->{total}, 0, 'the standby sent no request to its API server'
 $standby->promote;
 ok($standby->poll_query_until('postgres', 'SELECT NOT pg_is_in_recovery()'), 'the standby is promoted');
 $st = wait_workers($standby, 30);
-is(scalar(grep { $_->{pid} > 0 } values %$st), 4, 'after promotion its four workers run')
+is(scalar(grep { $_->{pid} > 0 } values %$st), 5, 'after promotion its five workers run')
   or diag explain $st;
 ok(wait_until(sub { ($fake3->counters->{total} // 0) > 0 }, 30),
 	'and they talk to the API server');

@@ -95,7 +95,10 @@ my @nodes;
 # (paidb.k8s_token_file), restart_after_crash (default on), init (hash ref of
 # arguments to init, e.g. { allows_streaming => 1 }), conf (more
 # postgresql.conf lines, which win over the ones above), url (the API
-# server's URL when it is not $fake's, e.g. a proxy in front of it).
+# server's URL when it is not $fake's, e.g. a proxy in front of it),
+# install_path (run the server of another installation, e.g. a private
+# PostgreSQL root holding another paidb build: PostgreSQL::Test::Cluster's
+# install_path, its bin/ and lib/ parent).
 #
 # restart_after_crash is on unless told (the test harness turns it off, a
 # real server has it on): a crashing paidb worker then costs a crash
@@ -104,13 +107,20 @@ my @nodes;
 sub new_node
 {
 	my ($name, $fake, %o) = @_;
-	my $node = PostgreSQL::Test::Cluster->new($name);
+	my $node = PostgreSQL::Test::Cluster->new($name,
+		defined $o{install_path} ? (install_path => $o{install_path}) : ());
 	$node->init(%{ $o{init} // {} });
 	my $retain = $o{retain_mode} // 'on';
 	my $resync = $o{resync_interval} // '3s';
 	my $watch_timeout = $o{watch_timeout} // '30s';
 	my $restart = $o{restart_after_crash} // 'on';
 	my $url = $o{url} // $fake->url;
+	# PAIDB_TEST_CLUSTER=<name>: the test's jobs run on a cluster of that
+	# name instead of "default" (SPEC §11): its row names the fake, the
+	# settings name a port nobody listens on, and "default" is removed
+	my $cluster = $ENV{PAIDB_TEST_CLUSTER};
+	my $cluster_url = $url;
+	$url = 'http://127.0.0.1:9' if $cluster && !$o{no_extension};
 	my $token = defined $o{token_file} ? "paidb.k8s_token_file = '$o{token_file}'\n" : '';
 	$node->append_conf('postgresql.conf', qq{
 shared_preload_libraries = 'paidb'
@@ -120,10 +130,15 @@ ${token}paidb.resync_interval = '$resync'
 paidb.watch_timeout = '$watch_timeout'
 paidb.retain_mode = $retain
 restart_after_crash = $restart
-} . ($o{conf} // ''));
+} . ($cluster && !$o{no_extension} ? "paidb.default_cluster = '$cluster'\n" : '') . ($o{conf} // ''));
 	$node->start;
 	push @nodes, $node;
 	$node->safe_psql('postgres', 'CREATE EXTENSION paidb CASCADE') unless $o{no_extension};
+	if ($cluster && !$o{no_extension})
+	{
+		$node->safe_psql('postgres', qq{INSERT INTO paidb.cluster (name, api_server) VALUES ('$cluster', '$cluster_url');
+			SELECT paidb.remove_cluster('default')});
+	}
 	return $node;
 }
 
@@ -250,6 +265,15 @@ sub bare_framework
 			} ],
 		},
 	};
+}
+
+# A text value as an SQL string literal; NULL for undef.
+sub sql_literal
+{
+	my ($s) = @_;
+	return 'NULL' unless defined $s;
+	$s =~ s/'/''/g;
+	return "'$s'";
 }
 
 # A Perl value as a jsonb literal for SQL (dollar-quoted).
