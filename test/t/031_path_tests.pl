@@ -110,7 +110,7 @@ my $direct1 = job_name('mallory', 'direct-retained');
 my ($code, $obj) = $fake->api(POST => fw_path(), job_request($direct1, user => 'mallory', run_seconds => 'inf'));
 is($code, 201, 'retain mode on: a framework is created directly in the API server');
 my $direct1_rv = $obj->{metadata}{resourceVersion};
-ok(poll($node, "SELECT resource_version::bigint >= $direct1_rv FROM paidb.watch_state WHERE split_part(watcher, '@', 1) = 'frameworks'"),
+ok(poll($node, "SELECT resource_version::bigint >= $direct1_rv FROM paidb.watch_state WHERE split_part(watcher, chr(64), 1) = 'frameworks'"),
 	'retain mode on: the framework watcher has passed its creation');
 # a whole sync round after that: a job submitted now is created, confirmed, completed and deleted
 my $probe = job_name('erin', 'probe-retained');
