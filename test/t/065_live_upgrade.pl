@@ -134,8 +134,20 @@ my $jobs_sql = q{SELECT string_agg(concat_ws(' ', j.k, f.state, f.request_synced
 ok(poll($node, $jobs_sql,
 		'done1 SUCCEEDED t t, done2 FAILED t t, pending WAITING t f, run1 RUNNING t f, run2 RUNNING t f, unsent WAITING f f'),
 	'0.2: two jobs completed and deleted, two running, one waiting in the API server, one not created');
-# (twice: the first create, then a retry, whose requests 0.3's must match)
-ok(wait_until(sub { fake_create_attempts($fake, $job{unsent}) >= 2 }), '0.2 tried to create the refused job, and retried');
+# How 0.2 went about the job it could not create, from the request log (its
+# first try was a create alone, a job never seen; each retry a merge patch,
+# 404, then the create): from the first merge patch on.
+sub unsent_retry_02
+{
+	my @r = map { "$_->{method} $_->{code}" } grep { about($_, $job{unsent}) } requests_since(0);
+	shift @r while @r && $r[0] !~ /^PATCH/;
+	return @r;
+}
+# (a retry in the log, whose first request 0.3's must match: the fake
+# writes a request's line after its answer, so the counters lead the log;
+# a refused create's line does not always carry the object's name, so only
+# the merge patch that opens a retry is compared)
+ok(wait_until(sub { my @r = unsent_retry_02(); @r >= 1 }), '0.2 tried to create the refused job, and retried');
 is(fake_creates($fake, $job{unsent}), 0, 'and could not');
 # the held jobs' frameworks stand still in the fake
 for my $k (qw(run1 run2 pending))
@@ -157,10 +169,7 @@ my $listed_before = query($node, q{SELECT string_agg(watcher || ' ' || listed_at
 # (the checks below would see a LIST: 0.2's own are recognised)
 is(scalar(grep { is_list($_) } requests_since(0)), 2, '0.2 listed frameworks and events once each');
 
-# How 0.2 retried the job it could not create (its first try was a create
-# alone, a job never seen; each retry a merge patch, 404, then the create).
-my @unsent_02 = map { "$_->{method} $_->{code}" } grep { about($_, $job{unsent}) } requests_since(0);
-shift @unsent_02 while @unsent_02 && $unsent_02[0] !~ /^PATCH/;
+my @unsent_02 = unsent_retry_02();
 # The jobs' rows as 0.2 left them (what the update must keep).
 my $rows_sql = q{SELECT md5(string_agg(concat_ws(' ', name, state, sub_state, request_generation, request_synced,
     submission_time, retries, api_server_deleted, snapshot::text), ',' ORDER BY name)) FROM paidb.framework WHERE name IN ('}
@@ -223,8 +232,8 @@ like(log_since($node, $log_offset), qr/paidb launcher: starting the workers of c
 ok(poll($node, "SELECT concat_ws(' ', state, request_synced) FROM paidb.framework WHERE name = '$job{unsent}'", 'RUNNING t'),
 	'the job 0.2 could not create is created and RUNNING');
 my @unsent_03 = map { "$_->{method} $_->{code}" } grep { about($_, $job{unsent}) } requests_since($mark);
-is_deeply([ map { (split ' ')[0] } @unsent_03[ 0, 1 ] ], [ map { (split ' ')[0] // '' } @unsent_02[ 0, 1 ] ],
-	"the same requests as 0.2's retry (0.2: @unsent_02[0, 1]; 0.3: @unsent_03[0, 1])");
+is($unsent_03[0] // '', $unsent_02[0] // 'none',
+	"0.3 goes about it as 0.2's retry did: a merge patch first (0.2: @unsent_02; 0.3: @unsent_03)");
 is("@unsent_03[0, 1]", 'PATCH 404 POST 201', 'a merge patch (404), then the create');
 is(fake_creates($fake, $job{unsent}), 1, 'created once');
 is(fake_framework($fake, $job{unsent})->{metadata}{labels}{'paidb.io/placement'}, '1',
