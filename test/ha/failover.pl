@@ -807,21 +807,22 @@ if ($SCENARIOS{'kill-async'})
 	# the old primary created some of them in the API server before it died:
 	# the new primary (on a new timeline) adopts those, and only those that
 	# never reached the API server are lost
-	my $counters = $fake->counters;
+	my %counters = map { $_ => $fake_of{$_}->counters } keys %fake_of;
 	my @adopted = grep { $db->{$_} } @window;
-	my @reached = grep { ($counters->{creates}{frameworks}{$_} // 0) > 0 } @window;
+	# (each job in its own cluster's API server)
+	my @reached = grep { ($counters{ $acks->{$_}{cluster} }{creates}{frameworks}{$_} // 0) > 0 } @window;
 	is_deeply([ sort @adopted ], [ sort @reached ],
 		'kill-async: the window\'s jobs that reached the API server are adopted, the others lost ('
 		  . scalar(@adopted) . ' adopted, ' . scalar(@$lost) . ' lost)');
 	# lost cleanly: nothing of a lost job is left in the API server
-	ok(wait_until(sub { !grep { defined fake_framework($fake, $_) } @$lost }, 60),
+	ok(wait_until(sub { !grep { my $n = $_; grep { defined fake_framework($_, $n) } values %fake_of } @$lost }, 60),
 		'kill-async: no lost job is left in the API server');
 	my @unsynced = split /\n/, psql_primary("SELECT name FROM paidb.framework WHERE NOT request_synced OR NOT api_server_deleted");
 	is(scalar(@unsynced), 0, 'kill-async: no job in the database is half synced');
 	# no orphan deleted that the database still wants: every DELETE of a
 	# job the database has came after that job completed
 	my @premature;
-	for my $l (@{ request_log($fake) })
+	for my $l (map { @{ request_log($_) } } values %fake_of)
 	{
 		next unless $l->{method} eq 'DELETE' && $l->{target} =~ m{/frameworks/([a-z0-9]+)};
 		my $n = $1;
