@@ -224,8 +224,7 @@ ok($sync0->{pid}, 'the sync worker runs');
 	is(($cnt->{createAttempts}{frameworks}{adoptme} // 0) . ' ' . ($cnt->{creates}{frameworks}{adoptme} // 0),
 		'2 1', 'adoptme: our create met the existing one (409), nothing was created twice');
 	# its hold (an annotation our merge patch does not remove) lifted: it runs to its end
-	$fake->api(PATCH => "$FW/adoptme", { metadata => { annotations => { 'kube-fake/hold-state' => undef } } },
-		'application/merge-patch+json');
+	PaidbTest::fake_release_hold($fake, 'adoptme');
 	is(job_final('adoptme'), 'SUCCEEDED 0', 'the adopted framework runs to its end');
 	is(job_final('foreignfw'), 'FAILED -1100', 'a foreign framework of the same name fails the job for good');
 	like(permanent_event('foreignfw'), qr/already exists.*not created by paidb/, 'with the reason in its event');

@@ -222,14 +222,7 @@ sub timed_batch
 }
 
 # Lift a kube-fake hold-state annotation: the framework runs on to its end.
-sub release
-{
-	my ($fk, $name) = @_;
-	my ($code) = $fk->api(PATCH => fw_path($name),
-		{ metadata => { annotations => { 'kube-fake/hold-state' => undef } } },
-		'application/merge-patch+json');
-	return $code;
-}
+sub release { return PaidbTest::fake_release_hold(@_); }
 
 # The fakes other than $key that could have been asked to create something.
 sub other_fakes { my ($key) = @_; return grep { $_ ne $key } sort keys %fake; }

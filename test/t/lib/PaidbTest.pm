@@ -407,6 +407,17 @@ sub fake_framework
 	return fake_object($fake, fw_path($name));
 }
 
+# Lift the kube-fake/hold-state annotation of a framework in a fake, so that
+# it runs on to its end; the HTTP status of the merge patch.
+sub fake_release_hold
+{
+	my ($fake, $name) = @_;
+	my ($code) = $fake->api(PATCH => fw_path($name),
+		{ metadata => { annotations => { 'kube-fake/hold-state' => undef } } },
+		'application/merge-patch+json');
+	return $code;
+}
+
 # GET any object from the fake: the object, or undef on 404 (dies otherwise).
 sub fake_object
 {
