@@ -12,18 +12,57 @@
 #include "access/xact.h"
 #include "fmgr.h"
 
+#include "cluster_config.h"
 #include "sync_signal.h"
 #include "worker_shmem.h"
 
-static bool sync_needed_at_commit = false;
+/*
+ * The clusters whose sync worker the transaction asked for.  A commit
+ * wakes only those: with many clusters, waking every sync worker for each
+ * submission would make each of them claim for nothing (SPEC §11: no
+ * cluster pays for another's work).  Past a few, or for an unknown one,
+ * everyone is woken.
+ */
+#define SYNC_WAKE_NAMES 4
+static char sync_wake_names[SYNC_WAKE_NAMES][PAIDB_CLUSTER_NAME_SIZE];
+static int	sync_wake_count = 0;
+static bool sync_wake_all = false;
 static bool workers_needed_at_commit = false;
 static bool callback_registered = false;
 
-/* Remember that the current transaction changed a row that needs syncing. */
+/*
+ * Remember that the current transaction changed a row that the sync worker
+ * of `cluster` must act on (NULL: unknown, wake every cluster's).
+ */
 void
-paidb_note_sync_needed(void)
+paidb_note_sync_needed(const char *cluster)
 {
-	sync_needed_at_commit = true;
+	int			i;
+
+	if (sync_wake_all)
+		return;
+	if (cluster == NULL || strlen(cluster) >= PAIDB_CLUSTER_NAME_SIZE)
+	{
+		sync_wake_all = true;
+		return;
+	}
+	for (i = 0; i < sync_wake_count; i++)
+		if (strcmp(sync_wake_names[i], cluster) == 0)
+			return;
+	if (sync_wake_count == SYNC_WAKE_NAMES)
+	{
+		sync_wake_all = true;
+		return;
+	}
+	strlcpy(sync_wake_names[sync_wake_count++], cluster, PAIDB_CLUSTER_NAME_SIZE);
+}
+
+/* Forget what the transaction asked for. */
+static void
+reset_sync_wake(void)
+{
+	sync_wake_count = 0;
+	sync_wake_all = false;
 }
 
 /* At commit, wake the sync worker if this transaction asked for it. */
@@ -34,11 +73,16 @@ paidb_xact_callback(XactEvent event, void *arg)
 	{
 		case XACT_EVENT_COMMIT:
 		case XACT_EVENT_PARALLEL_COMMIT:
-			if (sync_needed_at_commit)
-			{
-				sync_needed_at_commit = false;
+			if (sync_wake_all)
 				paidb_wake_worker(PAIDB_WORKER_SYNC);
+			else
+			{
+				int			i;
+
+				for (i = 0; i < sync_wake_count; i++)
+					paidb_wake_cluster_worker(PAIDB_WORKER_SYNC, sync_wake_names[i]);
 			}
+			reset_sync_wake();
 			if (workers_needed_at_commit)
 			{
 				int			i;
@@ -50,7 +94,7 @@ paidb_xact_callback(XactEvent event, void *arg)
 			break;
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PARALLEL_ABORT:
-			sync_needed_at_commit = false;
+			reset_sync_wake();
 			workers_needed_at_commit = false;
 			break;
 		default:

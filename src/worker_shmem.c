@@ -282,6 +282,29 @@ paidb_wake_worker(PaidbWorkerKind kind)
 		SetLatch(latches[i]);
 }
 
+/* Set the latch of the worker of a kind that serves the cluster `name`. */
+void
+paidb_wake_cluster_worker(PaidbWorkerKind kind, const char *name)
+{
+	Latch	   *latch = NULL;
+	int			i;
+
+	Assert(PAIDB_KIND_PER_CLUSTER(kind));
+	if (paidb_shared == NULL)
+		return;
+	SpinLockAcquire(&paidb_shared->mutex);
+	for (i = 0; i < paidb_shared->nclusters; i++)
+		if (paidb_shared->clusters[i].in_use &&
+			strcmp(paidb_shared->clusters[i].conf.name, name) == 0)
+		{
+			latch = latch_to_wake(&paidb_shared->clusters[i].workers[kind]);
+			break;
+		}
+	SpinLockRelease(&paidb_shared->mutex);
+	if (latch)
+		SetLatch(latch);
+}
+
 /* Update what status() shows for the calling worker. */
 void
 paidb_worker_report(PaidbWorkerKind kind, const char *state,

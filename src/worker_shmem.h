@@ -61,6 +61,9 @@ extern void paidb_worker_detach(void);
 /* Set the latch of every running worker of a kind (in every cluster). */
 extern void paidb_wake_worker(PaidbWorkerKind kind);
 
+/* Set the latch of the worker of a kind that serves the cluster `name`. */
+extern void paidb_wake_cluster_worker(PaidbWorkerKind kind, const char *name);
+
 /* Update what status() shows for the calling worker; NULL strings leave fields as they are. */
 extern void paidb_worker_report(PaidbWorkerKind kind, const char *state,
 								const char *resource_version,

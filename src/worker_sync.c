@@ -1221,10 +1221,12 @@ record_outcome(void *arg)
 			break;
 		case OUTCOME_MOVED_OUT:
 			/* the new cluster's sync worker may create it now: wake it at commit */
-			SPI_execute_with_args("UPDATE paidb.framework SET moving_from = NULL, next_sync_at = NULL, "
-								  "sync_failures = 0 WHERE name = $1 AND moving_from = $5",
-								  5, types, args, NULL, false, 0);
-			paidb_note_sync_needed();
+			if (SPI_execute_with_args("UPDATE paidb.framework SET moving_from = NULL, next_sync_at = NULL, "
+									  "sync_failures = 0 WHERE name = $1 AND moving_from = $5 "
+									  "RETURNING cluster",
+									  5, types, args, NULL, false, 0) == SPI_OK_UPDATE_RETURNING &&
+				SPI_processed == 1)
+				paidb_note_sync_needed(SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1));
 			break;
 		case OUTCOME_MOVE_WAIT:
 		case OUTCOME_MOVE_RETRY:

@@ -485,7 +485,7 @@ store_changed_request(const char *name, Jsonb *request, StoredFramework *row,
 	update_framework(name, snapshot, NULL, out->generation, false, row->api_server_deleted,
 					 row->has_rv, row->resource_version, true, true);
 	if (!row->api_server_deleted)
-		paidb_note_sync_needed();
+		paidb_note_sync_needed(row->cluster);
 }
 
 /* Refuse an add-on definition its slot does not allow (SPEC §8). */
@@ -653,7 +653,7 @@ paidb_put_framework_request(PG_FUNCTION_ARGS)
 					out.generation = 1;
 					out.created = true;
 					out.changed = true;
-					paidb_note_sync_needed();
+					paidb_note_sync_needed(conf.name);
 					break;
 				}
 				/* a concurrent put inserted it first: lock that row and compare */
@@ -831,7 +831,7 @@ handle_orphan(const char *type, const char *name, Jsonb *object, bool stray)
 	values[4] = CStringGetTextDatum(paidb_cluster_name());
 	if (SPI_execute_plan(plan_queue_orphan, values, nulls, false, 0) != SPI_OK_INSERT)
 		elog(ERROR, "could not queue orphan framework \"%s\"", name);
-	paidb_note_sync_needed();
+	paidb_note_sync_needed(paidb_cluster_name());
 }
 
 /*
@@ -958,7 +958,7 @@ apply_event(const char *type, Jsonb *object)
 			/* deleted behind our back before it completed: create it again */
 			snapshot = paidb_compose_snapshot(&request->root, NULL, NULL);
 			update_framework(name, snapshot, NULL, row.generation, false, false, has_rv, rv, true, true);
-			paidb_note_sync_needed();
+			paidb_note_sync_needed(row.cluster);
 			return "reset";
 		}
 		if (newcols.attempt_index > old_attempt && old_attempt >= 0)
@@ -990,7 +990,7 @@ apply_event(const char *type, Jsonb *object)
 	update_framework(name, snapshot, &newcols, row.generation, synced, false, has_rv, rv, false,
 					 (newcols.completed && !old_completed) || (!synced && row.request_synced));
 	if (!synced || newcols.completed)
-		paidb_note_sync_needed();
+		paidb_note_sync_needed(row.cluster);
 	return (synced && !row.request_synced) ? "synced" : "updated";
 }
 
@@ -1070,7 +1070,7 @@ import_one(Jsonb *object)
 
 		paidb_derive_columns(snapshot, &d);
 		if (d.completed)
-			paidb_note_sync_needed();
+			paidb_note_sync_needed(paidb_cluster_name());
 	}
 	return true;
 }
@@ -1180,7 +1180,7 @@ paidb_fail_permanently_internal(const char *name, int64 generation, const char *
 									  "updated_at = pg_catalog.now()",
 									  3, types, args, NULL, false, 0) != SPI_OK_INSERT)
 				elog(ERROR, "could not record the permanent failure of framework \"%s\"", name);
-			paidb_note_sync_needed();
+			paidb_note_sync_needed(row.cluster);
 			failed = true;
 		}
 	}
@@ -1336,7 +1336,9 @@ paidb_move_job(PG_FUNCTION_ARGS)
 								  4, types, args, NULL, false, 0) != SPI_OK_INSERT)
 			elog(ERROR, "could not record the move of job \"%s\"", name);
 	}
-	paidb_note_sync_needed();
+	/* the old cluster's sync deletes, the new one's creates (at once when forced) */
+	paidb_note_sync_needed(row.cluster);
+	paidb_note_sync_needed(target);
 	SPI_finish();
 	PG_RETURN_BOOL(true);
 }

@@ -296,8 +296,12 @@ e2e_run() {
     wait_ready "$k" "${names[@]}" || return 1
     echo "SELECT bench.submit_spread($k);" > "$W/spread.sql"
     chmod 644 "$W/spread.sql"
-    declare -A t_sync
-    for i in "${names[@]}"; do t_sync[$i]=$(ticks "$(worker_pid "$i" sync)"); done
+    declare -A t_sync t_fw t_fake
+    for i in "${names[@]}"; do
+        t_sync[$i]=$(ticks "$(worker_pid "$i" sync)")
+        t_fw[$i]=$(ticks "$(worker_pid "$i" "framework watcher")")
+        t_fake[$i]=$(ticks "${FPID[$i]}")
+    done
     t0=$(now)
     nice "$PG_BIN/pgbench" -n -c $CLIENTS -j 2 -t $PER -f "$W/spread.sql" postgres >"$W/pgbench.log" 2>&1 ||
         { echo "clusters: pgbench failed" >&2; cat "$W/pgbench.log" >&2; return 1; }
@@ -323,12 +327,20 @@ e2e_run() {
     else
         echo "clusters: $k clusters: not all synced within 10 minutes" >&2; el=0
     fi
+    # where the two cores went: paidb's sync workers and framework watchers,
+    # and the fakes (the test rig, not paidb)
+    local fw_ticks=0 fake_ticks=0
     sw_ticks=0
-    for i in "${names[@]}"; do sw_ticks=$((sw_ticks + $(ticks "$(worker_pid "$i" sync)") - ${t_sync[$i]})); done
+    for i in "${names[@]}"; do
+        sw_ticks=$((sw_ticks + $(ticks "$(worker_pid "$i" sync)") - ${t_sync[$i]}))
+        fw_ticks=$((fw_ticks + $(ticks "$(worker_pid "$i" "framework watcher")") - ${t_fw[$i]}))
+        fake_ticks=$((fake_ticks + $(ticks "${FPID[$i]}") - ${t_fake[$i]}))
+    done
     local r; r=$(awk -v n=$JOBS -v t="$el" 'BEGIN {printf "%.0f", (t > 0) ? n / t : 0}')
     RATE[$k]="${RATE[$k]:-}${RATE[$k]:+ }$r"
-    printf '  run %d cluster(s): %6s jobs/s (submitted in %.1fs, all synced at %.1fs; sync workers %.1f CPU s)\n' \
-        "$k" "$r" "$submitted" "$el" "$(awk -v t=$sw_ticks -v hz="$HZ" 'BEGIN {print t / hz}')"
+    printf '  run %d cluster(s): %6s jobs/s (submitted in %.1fs, all synced at %.1fs; CPU s: sync workers %.1f, framework watchers %.1f, fakes %.1f)\n' \
+        "$k" "$r" "$submitted" "$el" "$(awk -v t=$sw_ticks -v hz="$HZ" 'BEGIN {print t / hz}')" \
+        "$(awk -v t=$fw_ticks -v hz="$HZ" 'BEGIN {print t / hz}')" "$(awk -v t=$fake_ticks -v hz="$HZ" 'BEGIN {print t / hz}')"
     if [ "$k" = 1 ]; then MEM_LOADED=$(mem_report "after $JOBS jobs (1 cluster)" c1); fi
     stop_pg
     stop_fakes

@@ -474,6 +474,34 @@ my $pids_default0;
 		'nothing is stored');
 }
 
+# ============================================================ 5b. a cluster row deleted at run time
+{
+	# a row that no job refers to may be deleted outright: e, registered
+	# and given its workers, then deleted
+	my $before = all_pids();
+	delete $before->{c};
+	$node->safe_psql('postgres', sprintf(q{INSERT INTO paidb.cluster (name, api_server, token_file, namespace)
+	    VALUES ('e', %s, %s, 'default')}, lit($fake{c}->url), lit($token_file{c})));
+	ok(wait_cluster_workers('e', undef, 30), 'cluster e gets its three workers');
+	my @old_e = pid_list(pids_of('e'));
+	is(scalar(@old_e), 3, 'e has three worker pids');
+	pids_unchanged($before, 'adding e');
+
+	$node->safe_psql('postgres', q{DELETE FROM paidb.cluster WHERE name = 'e'});
+	ok(poll($node, q{SELECT NOT EXISTS (SELECT 1 FROM paidb.status() s WHERE s.cluster = 'e')
+	    AND NOT EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid IN (} . join(', ', @old_e, 'NULL') . '))', 't', 30),
+		"deleting e's row: its workers exit and status() no longer lists it");
+	is(query($node, q{SELECT count(*) FROM paidb.cluster_status WHERE cluster = 'e'}), '0',
+		'cluster_status no longer lists e');
+	pids_unchanged($before, "deleting e's row");
+
+	# a row that jobs refer to cannot be deleted: nothing changes
+	my ($ret, $err) = try_sql(q{DELETE FROM paidb.cluster WHERE name = 'b'});
+	like($err, qr/ERROR:\s+23503/, "deleting the row of b, which has jobs, is refused (23503)");
+	is(query($node, q{SELECT state FROM paidb.cluster WHERE name = 'b'}), 'active', 'b is still there and active');
+	pids_unchanged($before, "the refused delete of b's row");
+}
+
 # ============================================================ 6. retain mode per cluster
 {
 	my ($code, $kept) = $fake{b}->api(POST => fw_path(), paidb_like('orphanb', hold_state => 'AttemptRunning'));
