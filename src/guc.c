@@ -26,6 +26,7 @@ char	   *paidb_k8s_ca_file = NULL;
 int			paidb_k8s_timeout_ms = 30000;
 int			paidb_resync_interval_ms = 60000;
 int			paidb_max_rpc_concurrency = 32;
+int			paidb_sync_batch_delay_ms = 20;
 bool		paidb_retain_mode = false;
 int			paidb_watch_timeout_s = 300;
 int			paidb_list_page_size = 500;
@@ -124,6 +125,12 @@ paidb_define_gucs(void)
 							NULL,
 							&paidb_max_rpc_concurrency, 32, 1, 1024,
 							PGC_SIGHUP, 0, NULL, NULL, NULL);
+
+	DefineCustomIntVariable("paidb.sync_batch_delay",
+							"Shortest time between two claims of a sync worker that is keeping up.",
+							"Submissions that commit within it are sent together; 0 claims at every commit.",
+							&paidb_sync_batch_delay_ms, 20, 0, 1000,
+							PGC_SIGHUP, GUC_UNIT_MS, NULL, NULL, NULL);
 
 	DefineCustomBoolVariable("paidb.retain_mode",
 							 "Keep frameworks that exist only in the API server.",

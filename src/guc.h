@@ -14,6 +14,7 @@ extern char *paidb_k8s_ca_file;
 extern int	paidb_k8s_timeout_ms;
 extern int	paidb_resync_interval_ms;
 extern int	paidb_max_rpc_concurrency;
+extern int	paidb_sync_batch_delay_ms;
 extern bool paidb_retain_mode;
 extern int	paidb_watch_timeout_s;
 extern int	paidb_list_page_size;

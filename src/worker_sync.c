@@ -1332,6 +1332,15 @@ resend_due(void)
 	return next;
 }
 
+/* When the next claim may run: after a pause, and not within a batch delay. */
+static TimestampTz
+claim_not_before(TimestampTz last_claim)
+{
+	if (more_work || paidb_sync_batch_delay_ms <= 0)
+		return paused_until;
+	return Max(paused_until, TimestampTzPlusMilliseconds(last_claim, paidb_sync_batch_delay_ms));
+}
+
 /* The sync worker's entry point and main loop. */
 void
 paidb_sync_main(Datum main_arg)
@@ -1363,9 +1372,21 @@ paidb_sync_main(Datum main_arg)
 		K8sRequest *req;
 		int			rc;
 
-		/* how long may we sleep? */
+		/*
+		 * How long may we sleep?  A worker that is keeping up (its last
+		 * claim left slots free) claims at most once per
+		 * paidb.sync_batch_delay: under a stream of submissions each claim
+		 * then takes several rows, instead of one claim per commit, which
+		 * with many clusters cost more CPU than the requests themselves.
+		 * An idle worker's first claim, and one that filled every slot,
+		 * do not wait.
+		 */
 		if (want_claim)
-			timeout = (paused_until > now) ? TimestampDifferenceMilliseconds(now, paused_until) : 0;
+		{
+			TimestampTz not_before = claim_not_before(last_claim);
+
+			timeout = (not_before > now) ? TimestampDifferenceMilliseconds(now, not_before) + 1 : 0;
+		}
 		else if (next_due > 0)
 			timeout = Min(timeout, Max(0, TimestampDifferenceMilliseconds(now, next_due) + 1));
 		if (next_resend > 0)
@@ -1398,7 +1419,7 @@ paidb_sync_main(Datum main_arg)
 		if ((rc & WL_TIMEOUT) || (next_due > 0 && now >= next_due) ||
 			now >= TimestampTzPlusMilliseconds(last_claim, paidb_resync_interval_ms))
 			want_claim = true;
-		if (want_claim && now >= paused_until)
+		if (want_claim && now >= claim_not_before(last_claim))
 		{
 			last_claim = now;
 			next_due = claim_work();
