@@ -181,13 +181,6 @@ paidb_worker_startup(PaidbWorkerKind kind)
 	 * outranks ALTER ROLE/DATABASE SET and a reloaded configuration file.
 	 */
 	SetConfigOption("search_path", "pg_catalog, paidb", PGC_SUSET, PGC_S_OVERRIDE);
-	/*
-	 * The workers run the same few statements thousands of times with
-	 * parameters that do not change their best plan (a name, a cluster, a
-	 * batch size): plan them once.  Custom plans made the sync worker plan
-	 * its claim at every wake-up.
-	 */
-	SetConfigOption("plan_cache_mode", "force_generic_plan", PGC_SUSET, PGC_S_OVERRIDE);
 	paidb_worker_set_database(MyDatabaseId);
 	pgstat_report_appname(psprintf("paidb %s", paidb_worker_label(paidb_worker_names[kind])));
 

@@ -1352,6 +1352,15 @@ paidb_sync_main(Datum main_arg)
 	TimestampTz next_resend = 0;
 
 	paidb_worker_startup(PAIDB_WORKER_SYNC);
+	/*
+	 * This worker runs its few statements (C, no PL/pgSQL) thousands of
+	 * times with parameters that do not change their best plan (a cluster,
+	 * names in flight, a batch size): plan them once.  With custom plans
+	 * it planned its claim at every wake-up (perf: planner time in the
+	 * sync worker).  Other workers keep the default: the retention
+	 * worker's PL/pgSQL compares times, where a generic plan could scan.
+	 */
+	SetConfigOption("plan_cache_mode", "force_generic_plan", PGC_SUSET, PGC_S_OVERRIDE);
 	memset(&ctl, 0, sizeof(ctl));
 	ctl.keysize = PAIDB_FRAMEWORK_NAME_SIZE;
 	ctl.entrysize = sizeof(SyncJob);

@@ -66,10 +66,25 @@ UPDATE bench.raw_status SET doc = doc || jsonb_build_object('status', jsonb_buil
  WHERE name = 'w' || ((:client_id % 8) * 100 + :j);
 EOS
 chmod 644 "$BENCH"/*.sql
+# updates and HOT updates per table so far (issue 19: a fillfactor chosen by
+# measured HOT rates; a HOT update writes no index entry)
+hot_counts() {
+    psql -X -At -F ' ' -c "SELECT schemaname || '.' || relname, n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables
+                           WHERE schemaname = 'paidb'" | LC_ALL=C sort
+}
+hot_counts > "$BENCH/hot.before"
 compare "$BENCH/event.sql" "$BENCH/event_floor.sql" on
 echo "apply_watch_event: $A status updates/s (median; runs: $A_RUNS)"
 echo "floor, plain UPDATE of the same row with jsonb ||: $B/s (runs: $B_RUNS)"
 awk -v p="$A" -v f="$B" 'BEGIN {printf "ratio apply/floor: %.2f\n", p/f}'
+sleep 1    # the clients' statistics reach the shared counters when they exit
+hot_counts | LC_ALL=C join - "$BENCH/hot.before" | awk '{ upd = $2 - $4; hot = $3 - $5;
+    if (upd > 0) printf "  %-28s %8d updates, %5.1f%% HOT (fillfactor %s)\n", $1, upd, 100 * hot / upd, "see below" }' |
+    while read -r line; do
+        rel=$(awk '{print $1}' <<<"$line")
+        ff=$(psql -X -At -c "SELECT coalesce((SELECT option_value FROM pg_options_to_table(reloptions) WHERE option_name = 'fillfactor'), '100') FROM pg_class WHERE oid = '$rel'::regclass")
+        echo "${line/see below/$ff}"
+    done
 
 echo
 echo "== openpai.import_database: 100,000 OpenPAI jobs, 10% with retry history"
