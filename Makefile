@@ -25,6 +25,7 @@ OBJS = \
 	src/job_state.o \
 	src/job_config.o \
 	src/snapshot.o \
+	src/snapshot_pack.o \
 	src/write_merger.o \
 	src/jsonb_util.o \
 	src/spi_plan.o \
@@ -47,8 +48,8 @@ DATA = \
 	sql/paidb_openpai--0.2--0.3.sql
 PGFILEDESC = "paidb - OpenPAI jobs in PostgreSQL, synchronised with Kubernetes"
 
-PG_CPPFLAGS = -I$(srcdir)/src $(shell pkg-config --cflags json-c libcurl zlib yaml-0.1)
-SHLIB_LINK = $(shell pkg-config --libs json-c libcurl zlib yaml-0.1)
+PG_CPPFLAGS = -I$(srcdir)/src $(shell pkg-config --cflags json-c libcurl zlib yaml-0.1 libzstd)
+SHLIB_LINK = $(shell pkg-config --libs json-c libcurl zlib yaml-0.1 libzstd)
 # -Wextra's unused-parameter fires on PostgreSQL's own headers and on
 # callback signatures; everything else of -Wall -Wextra is on.
 PG_CFLAGS = -Wall -Wextra -Wno-unused-parameter

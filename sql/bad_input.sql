@@ -50,5 +50,5 @@ SELECT pg_temp.try($$SELECT paidb.import_frameworks('[1]')$$);
 SELECT pg_temp.try($$SELECT paidb.record_history('{"status": {"attemptStatus": {"id": 0}}}')$$);
 
 -- nothing but the one valid job was stored, and it is unchanged
-SELECT name, request_generation, snapshot->'spec' AS spec FROM paidb.framework;
+SELECT name, request_generation, paidb.snapshot(framework)->'spec' AS spec FROM paidb.framework;
 SELECT count(*) AS orphans, (SELECT count(*) FROM paidb.framework_history) AS history FROM paidb.orphan;

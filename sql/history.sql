@@ -41,9 +41,9 @@ CREATE FUNCTION pg_temp.history(name text)
 RETURNS TABLE (attempt_index int, history_type text, state text, transition_time text,
                completion_code jsonb)
 LANGUAGE sql AS $$
-    SELECT attempt_index, history_type, snapshot #>> '{status,state}',
-           snapshot #>> '{status,transitionTime}',
-           snapshot #> '{status,attemptStatus,completionStatus,code}'
+    SELECT attempt_index, history_type, paidb.snapshot(framework_history) #>> '{status,state}',
+           paidb.snapshot(framework_history) #>> '{status,transitionTime}',
+           paidb.snapshot(framework_history) #> '{status,attemptStatus,completionStatus,code}'
     FROM paidb.framework_history WHERE framework_name = name
     ORDER BY attempt_index, history_type
 $$;
@@ -115,7 +115,7 @@ SELECT * FROM pg_temp.history('hista');
 SELECT paidb.record_history(pg_temp.snap('histb', 0, NULL, NULL)) IS NOT NULL AS recorded;
 SELECT paidb.record_history(pg_temp.snap('histb', 0, NULL, NULL) || '{"spec":{"executionType":"Stop"}}')
        IS NOT NULL AS recorded;
-SELECT snapshot #>> '{spec,executionType}' AS first_kept FROM paidb.framework_history
+SELECT paidb.snapshot(framework_history) #>> '{spec,executionType}' AS first_kept FROM paidb.framework_history
 WHERE framework_name = 'histb';
 SELECT paidb.record_history(pg_temp.snap('histb', 0, NULL, '2020-07-01T08:00:00Z')) IS NOT NULL AS recorded;
 SELECT paidb.record_history(pg_temp.snap('histb', 0, NULL, NULL)) IS NOT NULL AS recorded;

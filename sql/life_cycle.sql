@@ -99,7 +99,8 @@ BEGIN
         SELECT count(*) - d0 INTO deltas FROM paidb.job_count_delta;
         RETURN NEXT;
     END LOOP;
-    UPDATE paidb.framework SET snapshot = snapshot || '{"x": 1}', updated_at = now() WHERE name = 'run2';
+    UPDATE paidb.framework SET snapshot_packed = paidb.pack_snapshot(paidb.snapshot(framework) || '{"x": 1}', job_config),
+           updated_at = now() WHERE name = 'run2';
     col := 'snapshot only';
     SELECT count(*) INTO list_wrong FROM pg_temp.summary_errors;
     SELECT count(*) INTO counts_wrong FROM pg_temp.count_errors;

@@ -172,18 +172,18 @@ SELECT o.name, c.col FROM opai.frameworks o JOIN openpai.frameworks p USING (nam
 -- what the workers will see: nothing to send for a synced job, the stored
 -- request carries its generation (1 when OpenPAI's had none), secrets only
 -- for jobs still in the API server, task role statuses decompressed
-SELECT name, request_generation, snapshot #>> '{metadata,annotations,requestGeneration}' AS annotation,
+SELECT name, request_generation, paidb.snapshot(framework) #>> '{metadata,annotations,requestGeneration}' AS annotation,
        request_synced, sent_generation, resource_version, config_secret_def IS NOT NULL AS config_secret,
        docker_secret_def IS NOT NULL AS docker_secret,
-       snapshot #> '{status,attemptStatus}' ? 'taskRoleStatusesCompressed' AS compressed,
-       jsonb_array_length(snapshot #> '{status,attemptStatus,taskRoleStatuses}') AS task_roles
+       paidb.snapshot(framework) #> '{status,attemptStatus}' ? 'taskRoleStatusesCompressed' AS compressed,
+       jsonb_array_length(paidb.snapshot(framework) #> '{status,attemptStatus,taskRoleStatuses}') AS task_roles
   FROM paidb.framework ORDER BY name;
 -- the sync worker's work list: the unsynced job to create, the completed job to delete
 SELECT name FROM paidb.framework WHERE NOT api_server_deleted AND (NOT request_synced OR sub_state = 'Completed')
  ORDER BY name;
 -- history keeps its uids; tags, events, pods come along
 SELECT uid = md5(framework_name || '+' || attempt_index || '+retry') AS openpai_uid, framework_name, attempt_index,
-       snapshot #>> '{status,state}' AS state, inserted_at FROM paidb.framework_history ORDER BY framework_name, attempt_index;
+       paidb.snapshot(framework_history) #>> '{status,state}' AS state, inserted_at FROM paidb.framework_history ORDER BY framework_name, attempt_index;
 SELECT framework_name, task_uid, task_attempt_index, uid = md5('0_done1+0+retry') AS openpai_uid FROM paidb.task_history;
 SELECT uid, framework_name FROM paidb.pod;
 SELECT uid, framework_name, type, reason, count, event FROM paidb.framework_event;

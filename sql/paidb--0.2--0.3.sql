@@ -238,3 +238,67 @@ SELECT c.name AS cluster,
   LEFT JOIN paidb._cluster_workers() w ON w.cluster = c.name;
 REVOKE ALL ON paidb.cluster_status FROM PUBLIC;
 GRANT SELECT ON paidb.cluster_status TO paidb_writer, paidb_reader;
+
+-- Stored snapshots (issue 19; docs/design.md "Stored snapshots"): a
+-- snapshot is kept packed -- its JSON text compressed by zstd against a
+-- dictionary of what every OpenPAI framework carries, without the job
+-- config the row holds in job_config -- in snapshot_packed (STORAGE
+-- EXTERNAL: PostgreSQL does not compress it again).  SQL reads it as jsonb
+-- as before through paidb.snapshot(row): f.snapshot for a row f of
+-- paidb.framework or paidb.framework_history (inlined, so the planner reads
+-- the two columns only).  Roles granted columns, not the whole row
+-- (paidb_reader), call paidb.unpack_snapshot(snapshot_packed, job_config).
+CREATE FUNCTION paidb.pack_snapshot(snapshot jsonb, job_config text DEFAULT NULL)
+RETURNS bytea
+AS 'MODULE_PATHNAME', 'paidb_snapshot_pack'
+LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION paidb.unpack_snapshot(packed bytea, job_config text DEFAULT NULL)
+RETURNS jsonb
+AS 'MODULE_PATHNAME', 'paidb_snapshot_unpack'
+LANGUAGE C IMMUTABLE PARALLEL SAFE;
+
+-- Converting: the old column is emptied in the same pass (no second copy
+-- of every snapshot), then dropped.  paidb_openpai 0.2's views read it; if
+-- they are there it is renamed instead and paidb_openpai's update drops it
+-- (run both updates in one transaction: docs/operations.md).
+ALTER TABLE paidb.framework ADD COLUMN snapshot_packed bytea;
+ALTER TABLE paidb.framework ALTER COLUMN snapshot_packed SET STORAGE EXTERNAL;
+ALTER TABLE paidb.framework ALTER COLUMN snapshot DROP NOT NULL;
+UPDATE paidb.framework
+   SET snapshot_packed = paidb.pack_snapshot(snapshot, job_config), snapshot = NULL;
+ALTER TABLE paidb.framework ALTER COLUMN snapshot_packed SET NOT NULL;
+ALTER TABLE paidb.framework_history ADD COLUMN snapshot_packed bytea;
+ALTER TABLE paidb.framework_history ALTER COLUMN snapshot_packed SET STORAGE EXTERNAL;
+UPDATE paidb.framework_history
+   SET snapshot_packed = paidb.pack_snapshot(snapshot), snapshot = NULL
+ WHERE snapshot IS NOT NULL;
+DO $do$
+DECLARE
+    t text;
+BEGIN
+    FOREACH t IN ARRAY ARRAY['framework', 'framework_history'] LOOP
+        BEGIN
+            EXECUTE pg_catalog.format('ALTER TABLE paidb.%I DROP COLUMN snapshot', t);
+        EXCEPTION WHEN dependent_objects_still_exist THEN
+            EXECUTE pg_catalog.format('ALTER TABLE paidb.%I RENAME COLUMN snapshot TO snapshot_0_2', t);
+            RAISE NOTICE 'paidb.%.snapshot is kept as snapshot_0_2 (empty) while views read it', t
+                USING HINT = 'ALTER EXTENSION paidb_openpai UPDATE drops it; drop your own views of it first.';
+        END;
+    END LOOP;
+END
+$do$;
+-- Rows are now ~1-1.5 KB: the default TOAST target keeps them whole, with
+-- room on the page for HOT updates (fillfactor 75).
+ALTER TABLE paidb.framework RESET (toast_tuple_target);
+
+CREATE FUNCTION paidb.snapshot(f paidb.framework) RETURNS jsonb
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN paidb.unpack_snapshot(f.snapshot_packed, f.job_config);
+COMMENT ON FUNCTION paidb.snapshot(paidb.framework) IS
+    'The job''s snapshot as jsonb: f.snapshot for a row f of paidb.framework';
+CREATE FUNCTION paidb.snapshot(h paidb.framework_history) RETURNS jsonb
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN paidb.unpack_snapshot(h.snapshot_packed, NULL);
+COMMENT ON FUNCTION paidb.snapshot(paidb.framework_history) IS
+    'The attempt''s snapshot as jsonb: h.snapshot for a row h of paidb.framework_history';
+GRANT SELECT (snapshot_packed) ON paidb.framework TO paidb_reader;

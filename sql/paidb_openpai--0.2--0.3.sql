@@ -266,7 +266,7 @@ inserted AS (
         platform_retries, resource_retries, user_retries, app_exit_code, sub_state, state,
         notification_at_running, notification_at_succeeded, notification_at_failed,
         notification_at_stopped, notification_at_retried,
-        submission_time, snapshot, request_generation, request_synced, api_server_deleted, archived,
+        submission_time, snapshot_packed, request_generation, request_synced, api_server_deleted, archived,
         resource_version, config_secret_def, user_extension_secret_def, priority_class_def,
         docker_secret_def, token_secret_def, notified_at_running, notified_at_succeeded,
         notified_at_failed, notified_at_stopped, notified_at_retried, sent_generation, sent_at,
@@ -278,7 +278,8 @@ inserted AS (
         COALESCE(c.notification_at_running, false), COALESCE(c.notification_at_succeeded, false),
         COALESCE(c.notification_at_failed, false), COALESCE(c.notification_at_stopped, false),
         COALESCE(c.notification_at_retried, false),
-        q.submission_time, q.snapshot, q.request_generation, q.request_synced, q.api_server_deleted, q.archived,
+        q.submission_time, paidb.pack_snapshot(q.snapshot, c.job_config), q.request_generation,
+        q.request_synced, q.api_server_deleted, q.archived,
         q.resource_version,
         -- a job gone from the API server keeps no secrets (as a DELETED event clears them)
         CASE WHEN NOT q.api_server_deleted THEN q.config_j END,
@@ -345,8 +346,10 @@ rejected AS (
     INSERT INTO openpai.import_rejects (source_schema, relation, key, reason)
     SELECT %6$L, 'framework_history', q.uid, q.why FROM q WHERE q.why IS NOT NULL ON CONFLICT DO NOTHING RETURNING 1),
 inserted AS (
-    INSERT INTO paidb.framework_history (uid, framework_name, attempt_index, history_type, snapshot, inserted_at, updated_at)
-    SELECT q.uid, q.framework_name, q.attempt_index, q.history_type, q.snapshot, q.inserted_at, q.updated_at
+    INSERT INTO paidb.framework_history (uid, framework_name, attempt_index, history_type, snapshot_packed,
+        inserted_at, updated_at)
+    SELECT q.uid, q.framework_name, q.attempt_index, q.history_type, paidb.pack_snapshot(q.snapshot),
+        q.inserted_at, q.updated_at
       FROM q WHERE q.why IS NULL ON CONFLICT (uid) DO NOTHING RETURNING 1)
 SELECT (SELECT pg_catalog.count(*) FROM inserted), (SELECT pg_catalog.count(*) FROM q WHERE q.why IS NOT NULL)
 $q$,
@@ -559,3 +562,80 @@ $q$,
 END
 $fn$;
 
+-- paidb 0.3 stores snapshots packed (paidb.framework.snapshot_packed, issue
+-- 19): the two views read them through paidb.unpack_snapshot, naming the
+-- columns (the views run with the caller's rights, and paidb_reader may
+-- read columns, not whole rows).  paidb's update left 0.2's emptied
+-- snapshot columns in place while these views read them; they go now.
+CREATE OR REPLACE VIEW openpai.frameworks WITH (security_invoker = true) AS
+SELECT f.inserted_at AS "insertedAt",
+       s.name,
+       f.namespace,
+       s.job_name AS "jobName",
+       s.user_name AS "userName",
+       f.job_config AS "jobConfig",
+       s.execution_type AS "executionType",
+       s.creation_time AS "creationTime",
+       s.launch_time AS "launchTime",
+       s.virtual_cluster AS "virtualCluster",
+       s.job_priority AS "jobPriority",
+       s.total_gpu_number AS "totalGpuNumber",
+       s.total_task_number AS "totalTaskNumber",
+       s.total_task_role_number AS "totalTaskRoleNumber",
+       f.log_path_infix AS "logPathInfix",
+       s.submission_time AS "submissionTime",
+       NULL::text AS "dockerSecretDef",
+       NULL::text AS "configSecretDef",
+       NULL::text AS "userExtensionSecretDef",
+       NULL::text AS "tokenSecretDef",
+       NULL::text AS "priorityClassDef",
+       s.retries,
+       s.retry_delay_time AS "retryDelayTime",
+       s.platform_retries AS "platformRetries",
+       s.resource_retries AS "resourceRetries",
+       s.user_retries AS "userRetries",
+       s.completion_time AS "completionTime",
+       s.app_exit_code AS "appExitCode",
+       s.sub_state AS "subState",
+       s.state,
+       paidb.unpack_snapshot(f.snapshot_packed, f.job_config)::text AS snapshot,
+       f.request_synced AS "requestSynced",
+       f.api_server_deleted AS "apiServerDeleted",
+       s.archived,
+       f.notification_at_running AS "notificationAtRunning",
+       f.notified_at_running AS "notifiedAtRunning",
+       f.notification_at_succeeded AS "notificationAtSucceeded",
+       f.notified_at_succeeded AS "notifiedAtSucceeded",
+       f.notification_at_failed AS "notificationAtFailed",
+       f.notified_at_failed AS "notifiedAtFailed",
+       f.notification_at_stopped AS "notificationAtStopped",
+       f.notified_at_stopped AS "notifiedAtStopped",
+       f.notification_at_retried AS "notificationAtRetried",
+       f.notified_at_retried AS "notifiedAtRetried",
+       f.updated_at AS "updatedAt"
+  FROM paidb.job_summary s LEFT JOIN paidb.framework f ON f.name OPERATOR(pg_catalog.=) s.name;
+
+CREATE OR REPLACE VIEW openpai.framework_history WITH (security_invoker = true) AS
+SELECT h.inserted_at AS "insertedAt",
+       h.uid,
+       h.framework_name AS "frameworkName",
+       h.attempt_index AS "attemptIndex",
+       h.history_type AS "historyType",
+       paidb.unpack_snapshot(h.snapshot_packed)::text AS snapshot,
+       h.updated_at AS "updatedAt"
+  FROM paidb.framework_history h;
+
+DO $do$
+DECLARE
+    t text;
+BEGIN
+    FOREACH t IN ARRAY ARRAY['framework', 'framework_history'] LOOP
+        BEGIN
+            EXECUTE pg_catalog.format('ALTER TABLE paidb.%I DROP COLUMN IF EXISTS snapshot_0_2', t);
+        EXCEPTION WHEN dependent_objects_still_exist THEN
+            RAISE NOTICE 'paidb.%.snapshot_0_2 (emptied by paidb 0.3) is kept: other views read it', t
+                USING HINT = 'Make them read paidb.snapshot(row) instead, then drop the column.';
+        END;
+    END LOOP;
+END
+$do$;

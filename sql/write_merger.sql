@@ -11,7 +11,7 @@ END $$;
 CREATE VIEW pg_temp.jobs AS
   SELECT name, request_generation AS gen, request_synced AS synced,
          api_server_deleted AS deleted, sub_state, state, resource_version AS rv,
-         snapshot->'metadata'->'annotations'->>'requestGeneration' AS ann_gen
+         paidb.snapshot(framework)->'metadata'->'annotations'->>'requestGeneration' AS ann_gen
     FROM paidb.framework ORDER BY name;
 
 CREATE TEMP TABLE req AS SELECT $json${"apiVersion": "frameworkcontroller.microsoft.com/v1", "kind": "Framework",
@@ -28,7 +28,7 @@ SELECT p.* FROM req, paidb.put_framework_request(r, '2020-08-01 10:00:00+00',
 SELECT * FROM pg_temp.jobs;
 SELECT submission_time, job_priority, config_secret_def->'metadata'->>'name' AS config_secret,
        docker_secret_def IS NOT NULL AS docker, token_secret_def IS NULL AS no_token,
-       snapshot->'status' AS status
+       paidb.snapshot(framework)->'status' AS status
   FROM paidb.framework;
 
 -- Submitting the same job twice: the second is a no-op, row untouched
@@ -55,7 +55,7 @@ SELECT paidb.apply_watch_event('ADDED', '{"apiVersion": "frameworkcontroller.mic
              "retryPolicyStatus": {"totalRetriedCount": 0, "accountableRetriedCount": 0, "retryDelaySec": null}}}');
 SELECT * FROM pg_temp.jobs;
 -- the request part stays ours; metadata the API server added is kept
-SELECT snapshot->'spec'->'taskRoles' AS task_roles, snapshot->'metadata'->>'uid' AS uid,
+SELECT paidb.snapshot(framework)->'spec'->'taskRoles' AS task_roles, paidb.snapshot(framework)->'metadata'->>'uid' AS uid,
        creation_time, launch_time FROM paidb.framework;
 
 -- An older resourceVersion is stale and changes nothing
@@ -86,7 +86,7 @@ SELECT * FROM paidb.stop_framework('job1');
 SELECT execution_type, gen, synced FROM paidb.framework JOIN pg_temp.jobs USING (name);
 -- a patch never touches the status
 SELECT * FROM paidb.patch_framework_request('job1', '{"status": {"state": "Completed"}, "metadata": {"labels": {"team": "x"}}}');
-SELECT sub_state, snapshot->'metadata'->'labels' AS labels FROM paidb.framework;
+SELECT sub_state, paidb.snapshot(framework)->'metadata'->'labels' AS labels FROM paidb.framework;
 -- Path test: stopping a job that does not exist is refused
 SELECT pg_temp.try($$SELECT * FROM paidb.stop_framework('nosuchjob')$$);
 SELECT pg_temp.try($$SELECT * FROM paidb.patch_framework_request('job1', '{"metadata": {"name": "other"}}')$$);
@@ -101,8 +101,8 @@ SELECT paidb.apply_watch_event('MODIFIED', format('{"metadata": {"name": "job1",
   i / 2, i / 2)::jsonb)
   FROM generate_series(0, 6) i;
 SELECT attempt_index, history_type, uid = paidb.history_uid(framework_name, attempt_index) AS uid_ok,
-       snapshot->'status'->>'state' AS state,
-       snapshot->'status'->'attemptStatus'->'completionStatus'->>'code' AS code
+       paidb.snapshot(framework_history)->'status'->>'state' AS state,
+       paidb.snapshot(framework_history)->'status'->'attemptStatus'->'completionStatus'->>'code' AS code
   FROM paidb.framework_history WHERE framework_name = 'job1' ORDER BY attempt_index;
 SELECT retries, user_retries, platform_retries, sub_state, state FROM paidb.framework WHERE name = 'job1';
 
@@ -110,7 +110,7 @@ SELECT retries, user_retries, platform_retries, sub_state, state FROM paidb.fram
 SELECT paidb.apply_watch_event('DELETED', '{"metadata": {"name": "job1", "resourceVersion": "300",
   "annotations": {"requestGeneration": "4"}}, "status": {"state": "AttemptRunning", "attemptStatus": {"id": 3}}}');
 SELECT * FROM pg_temp.jobs;
-SELECT snapshot->'status' AS status, sent_generation FROM paidb.framework;
+SELECT paidb.snapshot(framework)->'status' AS status, sent_generation FROM paidb.framework;
 
 -- Completed, then DELETED: api_server_deleted, add-on definitions (secrets) cleared
 SELECT paidb.apply_watch_event('MODIFIED', '{"metadata": {"name": "job1", "resourceVersion": "301",
@@ -172,11 +172,11 @@ CREATE TEMP TABLE expected_statuses AS
     FROM generate_series(0, 999) i;
 SELECT count(*) AS history_rows, count(DISTINCT attempt_index) AS attempts,
        min(attempt_index), max(attempt_index),
-       bool_and(h.snapshot->'status'->'attemptStatus'->'taskRoleStatuses' = e.s) AS all_intact,
-       bool_and(NOT (h.snapshot->'status'->'attemptStatus' ? 'taskRoleStatusesCompressed')) AS none_compressed
+       bool_and(paidb.snapshot(h)->'status'->'attemptStatus'->'taskRoleStatuses' = e.s) AS all_intact,
+       bool_and(NOT (paidb.snapshot(h)->'status'->'attemptStatus' ? 'taskRoleStatusesCompressed')) AS none_compressed
   FROM paidb.framework_history h, expected_statuses e WHERE h.framework_name = 'bulkjob';
-SELECT retries, f.snapshot->'status'->'attemptStatus'->'taskRoleStatuses' = e.s AS current_intact,
-       jsonb_array_length(f.snapshot->'status'->'attemptStatus'->'taskRoleStatuses'->0->'taskStatuses') AS instances
+SELECT retries, paidb.snapshot(f)->'status'->'attemptStatus'->'taskRoleStatuses' = e.s AS current_intact,
+       jsonb_array_length(paidb.snapshot(f)->'status'->'attemptStatus'->'taskRoleStatuses'->0->'taskStatuses') AS instances
   FROM paidb.framework f, expected_statuses e WHERE f.name = 'bulkjob';
 
 -- Stop or Start of a completed job already gone from the API server: no
@@ -194,12 +194,12 @@ SELECT name, gen, synced, deleted, state FROM pg_temp.jobs WHERE name IN ('done1
 SELECT * FROM paidb.stop_framework('done1');
 SELECT * FROM paidb.patch_framework_request('done1', '{"spec": {"executionType": "Stop"}}');
 SELECT p.name, p.request_generation, p.created, p.changed
-  FROM paidb.framework f, paidb.put_framework_request(jsonb_set(f.snapshot - 'status', '{spec,executionType}', '"Stop"')) p
+  FROM paidb.framework f, paidb.put_framework_request(jsonb_set(paidb.snapshot(f) - 'status', '{spec,executionType}', '"Stop"')) p
  WHERE f.name = 'done1';
 -- Start of job1 (stopped before it completed): patch, put
 SELECT * FROM paidb.patch_framework_request('job1', '{"spec": {"executionType": "Start"}}');
 SELECT p.name, p.request_generation, p.created, p.changed
-  FROM paidb.framework f, paidb.put_framework_request(jsonb_set(f.snapshot - 'status', '{spec,executionType}', '"Start"')) p
+  FROM paidb.framework f, paidb.put_framework_request(jsonb_set(paidb.snapshot(f) - 'status', '{spec,executionType}', '"Start"')) p
  WHERE f.name = 'job1';
 SELECT name, gen, synced, deleted, j.state, execution_type
   FROM pg_temp.jobs j JOIN paidb.framework USING (name) WHERE name IN ('done1', 'job1') ORDER BY name;

@@ -16,6 +16,7 @@
  */
 #include "postgres.h"
 
+#include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #include "common/md5.h"
 #include "executor/spi.h"
@@ -23,10 +24,12 @@
 #include "history.h"
 #include "lib/stringinfo.h"
 #include "utils/builtins.h"
+#include "utils/lsyscache.h"
 #include "utils/jsonb.h"
 #include "utils/numeric.h"
 #include "utils/timestamp.h"
 
+#include "snapshot_pack.h"
 #include "spi_plan.h"
 
 PG_FUNCTION_INFO_V1(paidb_history_uid);
@@ -42,27 +45,29 @@ typedef struct HistoryKey
 	TimestampTz transition_time;	/* status.transitionTime */
 } HistoryKey;
 
-/* The upsert, prepared once per backend. */
+/* The upsert, prepared once per backend; and whether it stores packed (0.3 on). */
 static SPIPlanPtr record_plan = NULL;
+static bool record_plan_packed = false;
 
 /*
  * $6/$7 are the new snapshot's rank, computed in C; the stored one's is
- * computed from its snapshot.  Every name is schema-qualified (operators
- * too) so the statement means the same under any search_path.
+ * computed from its snapshot (%2$s: the stored snapshot as jsonb).  Every
+ * name is schema-qualified (operators too) so the statement means the same
+ * under any search_path.  %1$s is the column the snapshot is stored in.
  */
 static const char *const record_sql =
 "INSERT INTO paidb.framework_history AS h"
-"    (uid, framework_name, attempt_index, history_type, snapshot)"
+"    (uid, framework_name, attempt_index, history_type, %1$s)"
 " VALUES ($1, $2, $3, $4, $5)"
 " ON CONFLICT (uid) DO UPDATE"
-"    SET snapshot = EXCLUDED.snapshot,"
+"    SET %1$s = EXCLUDED.%1$s,"
 "        updated_at = pg_catalog.now()"
 "    WHERE ROW($6, COALESCE($7, '-infinity'::pg_catalog.timestamptz))"
 "      OPERATOR(pg_catalog.>)"
-"      ROW(COALESCE(pg_catalog.jsonb_typeof(h.snapshot"
+"      ROW(COALESCE(pg_catalog.jsonb_typeof(%2$s"
 "              OPERATOR(pg_catalog.#>) '{status,attemptStatus,completionStatus}'::pg_catalog.text[])"
 "              OPERATOR(pg_catalog.<>) 'null', false),"
-"          COALESCE((h.snapshot"
+"          COALESCE((%2$s"
 "              OPERATOR(pg_catalog.#>>) '{status,transitionTime}'::pg_catalog.text[])::pg_catalog.timestamptz,"
 "              '-infinity'::pg_catalog.timestamptz))";
 
@@ -261,11 +266,26 @@ read_history_key(Jsonb *snapshot, HistoryKey *key)
 static SPIPlanPtr
 get_record_plan(void)
 {
+	Oid			nsp = get_namespace_oid("paidb", true);
+	Oid			rel = OidIsValid(nsp) ? get_relname_relid("framework_history", nsp) : InvalidOid;
+	bool		packed = OidIsValid(rel) && get_attnum(rel, "snapshot_packed") != InvalidAttrNumber;
+
+	if (record_plan != NULL && record_plan_packed != packed)
+	{
+		/* ALTER EXTENSION paidb UPDATE ran since */
+		SPI_freeplan(record_plan);
+		record_plan = NULL;
+	}
 	if (record_plan == NULL)
 	{
-		Oid			argtypes[7] = {TEXTOID, TEXTOID, INT4OID, TEXTOID, JSONBOID,
+		Oid			argtypes[7] = {TEXTOID, TEXTOID, INT4OID, TEXTOID, packed ? BYTEAOID : JSONBOID,
 		BOOLOID, TIMESTAMPTZOID};
-		record_plan = paidb_prepare_kept(record_sql, 7, argtypes);
+
+		record_plan = paidb_prepare_kept(psprintf(record_sql, packed ? "snapshot_packed" : "snapshot",
+												  packed ? "paidb.unpack_snapshot(h.snapshot_packed, NULL)" :
+												  "h.snapshot"),
+										 7, argtypes);
+		record_plan_packed = packed;
 	}
 	return record_plan;
 }
@@ -296,7 +316,6 @@ paidb_record_history_internal(Jsonb *snapshot, const char *history_type)
 	values[1] = CStringGetTextDatum(key.framework_name);
 	values[2] = Int32GetDatum(key.attempt_index);
 	values[3] = CStringGetTextDatum(history_type);
-	values[4] = JsonbPGetDatum(snapshot);
 	values[5] = BoolGetDatum(key.completed);
 	values[6] = TimestampTzGetDatum(key.transition_time);
 	if (!key.has_transition_time)
@@ -305,7 +324,14 @@ paidb_record_history_internal(Jsonb *snapshot, const char *history_type)
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 
-	ret = SPI_execute_plan(get_record_plan(), values, nulls, false, 0);
+	{
+		SPIPlanPtr	plan = get_record_plan();
+
+		/* history rows have no job_config column: the config stays in */
+		values[4] = record_plan_packed ? PointerGetDatum(paidb_pack_snapshot(snapshot, NULL)) :
+			JsonbPGetDatum(snapshot);
+		ret = SPI_execute_plan(plan, values, nulls, false, 0);
+	}
 	if (ret != SPI_OK_INSERT)
 		elog(ERROR, "framework history upsert failed: %s",
 			 SPI_result_code_string(ret));

@@ -69,6 +69,7 @@ enum
 	COL_NOTIFY_STOPPED, COL_NOTIFY_RETRIED
 };
 
+StaticAssertDecl(COL_JOB_CONFIG == PAIDB_COL_JOB_CONFIG, "PAIDB_COL_JOB_CONFIG is out of date");
 StaticAssertDecl(COL_RETRIES == PAIDB_COL_RETRIES, "PAIDB_COL_RETRIES is out of date");
 StaticAssertDecl(COL_SUB_STATE == PAIDB_COL_SUB_STATE, "PAIDB_COL_SUB_STATE is out of date");
 

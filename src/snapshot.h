@@ -10,6 +10,7 @@
 /* The columns of paidb.framework computed from a snapshot, in this order. */
 #define PAIDB_NUM_DERIVED 27
 /* Positions of columns other modules read. */
+#define PAIDB_COL_JOB_CONFIG 3
 #define PAIDB_COL_RETRIES 14
 #define PAIDB_COL_SUB_STATE 20
 

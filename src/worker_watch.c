@@ -256,7 +256,8 @@ prepare_plans(void)
 	types[1] = TEXTOID;
 	types[2] = TEXTOID;
 	plan_deleted_snapshot = paidb_prepare_kept(
-										 "SELECT pg_catalog.jsonb_set(snapshot, '{metadata,resourceVersion}', pg_catalog.to_jsonb($2)) "
+										 "SELECT pg_catalog.jsonb_set(paidb.unpack_snapshot(snapshot_packed, job_config), "
+										 "'{metadata,resourceVersion}', pg_catalog.to_jsonb($2)) "
 										 "FROM paidb.framework WHERE name = $1 AND cluster = $3 AND NOT api_server_deleted",
 										 3, types);
 

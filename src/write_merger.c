@@ -31,6 +31,7 @@
 #include "merge_patch.h"
 #include "placement.h"
 #include "snapshot.h"
+#include "snapshot_pack.h"
 #include "spi_plan.h"
 #include "sync_signal.h"
 #include "task_history.h"
@@ -74,14 +75,20 @@ static SPIPlanPtr plan_forget_orphan = NULL;
  */
 static bool plans_have_clusters = false;
 
-/* Whether paidb.framework has the column cluster (a syscache look-up). */
+/*
+ * Whether they store snapshots packed (snapshot_packed, 0.3 on) or as the
+ * jsonb column snapshot of 0.2.
+ */
+static bool plans_packed = false;
+
+/* Whether paidb.framework has a column (a syscache look-up). */
 static bool
-schema_has_clusters(void)
+framework_has_column(const char *column)
 {
 	Oid			nsp = get_namespace_oid("paidb", true);
 	Oid			rel = OidIsValid(nsp) ? get_relname_relid("framework", nsp) : InvalidOid;
 
-	return OidIsValid(rel) && get_attnum(rel, "cluster") != InvalidAttrNumber;
+	return OidIsValid(rel) && get_attnum(rel, column) != InvalidAttrNumber;
 }
 
 /* Drop a kept plan. */
@@ -101,9 +108,10 @@ prepare_plans(void)
 	Oid			types[PAIDB_NUM_DERIVED + 16];
 	int			i,
 				n;
-	bool		clusters = schema_has_clusters();
+	bool		clusters = framework_has_column("cluster");
+	bool		packed = framework_has_column("snapshot_packed");
 
-	if (plan_lock != NULL && clusters == plans_have_clusters)
+	if (plan_lock != NULL && clusters == plans_have_clusters && packed == plans_packed)
 		return;
 	/* first use, or the schema was updated since: (re)make them all */
 	free_plan(&plan_lock);
@@ -113,27 +121,26 @@ prepare_plans(void)
 	free_plan(&plan_queue_orphan);
 	free_plan(&plan_forget_orphan);
 	plans_have_clusters = clusters;
+	plans_packed = packed;
 
 	types[0] = TEXTOID;
-	plan_lock = paidb_prepare_kept(clusters ?
-							 "SELECT request_generation, snapshot, resource_version, request_synced, "
-							 "api_server_deleted, cluster, placement FROM paidb.framework "
-							 "WHERE name = $1 FOR UPDATE" :
-							 "SELECT request_generation, snapshot, resource_version, request_synced, "
-							 "api_server_deleted, 'default'::pg_catalog.text, 1 FROM paidb.framework "
-							 "WHERE name = $1 FOR UPDATE",
-							 1, types);
+	initStringInfo(&sql);
+	appendStringInfo(&sql, "SELECT request_generation, %s, resource_version, request_synced, "
+					 "api_server_deleted, %s FROM paidb.framework WHERE name = $1 FOR UPDATE",
+					 packed ? "snapshot_packed, job_config" : "snapshot, NULL::pg_catalog.text",
+					 clusters ? "cluster, placement" : "'default'::pg_catalog.text, 1");
+	plan_lock = paidb_prepare_kept(sql.data, 1, types);
 
 	/* INSERT: name, derived..., submission_time, snapshot, generation, synced, rv, add-ons */
-	initStringInfo(&sql);
+	resetStringInfo(&sql);
 	appendStringInfoString(&sql, "INSERT INTO paidb.framework (name");
 	for (i = 0; i < PAIDB_NUM_DERIVED; i++)
 		appendStringInfo(&sql, ", %s", paidb_derived_column_names[i]);
-	appendStringInfo(&sql, ", submission_time, snapshot, request_generation, "
+	appendStringInfo(&sql, ", submission_time, %s, request_generation, "
 					 "request_synced, resource_version, config_secret_def, "
 					 "user_extension_secret_def, priority_class_def, "
 					 "docker_secret_def, token_secret_def%s) VALUES ($1",
-					 clusters ? ", cluster" : "");
+					 packed ? "snapshot_packed" : "snapshot", clusters ? ", cluster" : "");
 	n = 1;
 	types[0] = TEXTOID;
 	for (i = 0; i < PAIDB_NUM_DERIVED; i++)
@@ -142,7 +149,7 @@ prepare_plans(void)
 		appendStringInfo(&sql, ", $%d", ++n);
 	}
 	types[n] = TIMESTAMPTZOID;
-	types[n + 1] = JSONBOID;
+	types[n + 1] = packed ? BYTEAOID : JSONBOID;
 	types[n + 2] = INT8OID;
 	types[n + 3] = BOOLOID;
 	types[n + 4] = INT8OID;
@@ -163,7 +170,7 @@ prepare_plans(void)
 		types[n] = paidb_derived_column_types[i];
 		appendStringInfo(&sql, "%s = $%d, ", paidb_derived_column_names[i], ++n);
 	}
-	types[n] = JSONBOID;
+	types[n] = packed ? BYTEAOID : JSONBOID;
 	types[n + 1] = INT8OID;
 	types[n + 2] = BOOLOID;
 	types[n + 3] = BOOLOID;
@@ -173,13 +180,13 @@ prepare_plans(void)
 	types[n + 7] = TEXTOID;
 	/* reset_sent: a new request to send; reset_due: send (or delete) now */
 	appendStringInfo(&sql,
-					 "snapshot = $%d, request_generation = $%d, request_synced = $%d, "
+					 "%s = $%d, request_generation = $%d, request_synced = $%d, "
 					 "api_server_deleted = $%d, resource_version = $%d, "
 					 "sent_generation = CASE WHEN $%d THEN NULL ELSE sent_generation END, "
 					 "sync_failures = CASE WHEN $%d THEN 0 ELSE sync_failures END, "
 					 "next_sync_at = CASE WHEN $%d THEN NULL ELSE next_sync_at END, "
 					 "updated_at = pg_catalog.now() WHERE name = $%d",
-					 n + 1, n + 2, n + 3, n + 4, n + 5, n + 6, n + 6, n + 7, n + 8);
+					 packed ? "snapshot_packed" : "snapshot", n + 1, n + 2, n + 3, n + 4, n + 5, n + 6, n + 6, n + 7, n + 8);
 	plan_update = paidb_prepare_kept(sql.data, n + 8, types);
 
 	types[0] = TEXTOID;
@@ -286,14 +293,33 @@ lock_framework(const char *name, StoredFramework *row)
 	row->generation = DatumGetInt64(SPI_getbinval(tup, desc, 1, &isnull));
 	d = SPI_getbinval(tup, desc, 2, &isnull);
 	/* copy out of SPI memory: the caller uses it after further SPI calls */
-	row->snapshot = isnull ? NULL : DatumGetJsonbPCopy(d);
-	d = SPI_getbinval(tup, desc, 3, &isnull);
+	if (isnull)
+		row->snapshot = NULL;
+	else if (plans_packed)
+	{
+		Datum		config = SPI_getbinval(tup, desc, 3, &isnull);
+
+		row->snapshot = paidb_unpack_snapshot(DatumGetByteaPP(d), isnull ? NULL : DatumGetTextPP(config));
+	}
+	else
+		row->snapshot = DatumGetJsonbPCopy(d);
+	d = SPI_getbinval(tup, desc, 4, &isnull);
 	row->has_rv = !isnull;
 	row->resource_version = isnull ? 0 : DatumGetInt64(d);
-	row->request_synced = DatumGetBool(SPI_getbinval(tup, desc, 4, &isnull));
-	row->api_server_deleted = DatumGetBool(SPI_getbinval(tup, desc, 5, &isnull));
-	row->cluster = SPI_getvalue(tup, desc, 6);
-	row->placement = DatumGetInt32(SPI_getbinval(tup, desc, 7, &isnull));
+	row->request_synced = DatumGetBool(SPI_getbinval(tup, desc, 5, &isnull));
+	row->api_server_deleted = DatumGetBool(SPI_getbinval(tup, desc, 6, &isnull));
+	row->cluster = SPI_getvalue(tup, desc, 7);
+	row->placement = DatumGetInt32(SPI_getbinval(tup, desc, 8, &isnull));
+}
+
+/* The snapshot as the row stores it: packed (0.3 on) with the row's job config, or jsonb. */
+static Datum
+stored_snapshot(Jsonb *snapshot, DerivedColumns *cols)
+{
+	if (!plans_packed)
+		return JsonbPGetDatum(snapshot);
+	return PointerGetDatum(paidb_pack_snapshot(snapshot, cols->nulls[PAIDB_COL_JOB_CONFIG] ? NULL :
+											   DatumGetTextPP(cols->values[PAIDB_COL_JOB_CONFIG])));
 }
 
 /* Insert a new framework row; false if another transaction inserted it first. */
@@ -318,7 +344,7 @@ insert_framework(const char *name, Jsonb *snapshot, TimestampTz submission_time,
 	}
 	values[n] = TimestampTzGetDatum(submission_time);
 	nulls[n++] = ' ';
-	values[n] = JsonbPGetDatum(snapshot);
+	values[n] = stored_snapshot(snapshot, &d);
 	nulls[n++] = ' ';
 	values[n] = Int64GetDatum(generation);
 	nulls[n++] = ' ';
@@ -364,7 +390,7 @@ update_framework(const char *name, Jsonb *snapshot, DerivedColumns *cols, int64 
 		values[n] = cols->values[i];
 		nulls[n++] = cols->nulls[i] ? 'n' : ' ';
 	}
-	values[n] = JsonbPGetDatum(snapshot);
+	values[n] = stored_snapshot(snapshot, cols);
 	nulls[n++] = ' ';
 	values[n] = Int64GetDatum(generation);
 	nulls[n++] = ' ';

@@ -91,14 +91,14 @@ done
 echo
 echo "== one snapshot compressed by the application (median bytes; test/bench/compression.py)"
 mkdir -p "$W/snap" || exit 1
-$PSQL -At -F $'\t' -c "SELECT name, snapshot::text FROM paidb.framework WHERE name ~ '^[0-9a-f]{32}\$' ORDER BY name LIMIT 200" > "$W/snap/typical.tsv" || exit 1
-$PSQL -At -F $'\t' -c "SELECT name, snapshot::text FROM paidb.framework WHERE name ~ '^[0-9a-f]{32}\$' ORDER BY name OFFSET 200 LIMIT 1000" > "$W/snap/train.tsv" || exit 1
-$PSQL -At -F $'\t' -c "SELECT name, snapshot::text FROM paidb.framework WHERE name ~ '^big' ORDER BY name LIMIT 5" > "$W/snap/big.tsv" || exit 1
+$PSQL -At -F $'\t' -c "SELECT name, paidb.snapshot(framework)::text FROM paidb.framework WHERE name ~ '^[0-9a-f]{32}\$' ORDER BY name LIMIT 200" > "$W/snap/typical.tsv" || exit 1
+$PSQL -At -F $'\t' -c "SELECT name, paidb.snapshot(framework)::text FROM paidb.framework WHERE name ~ '^[0-9a-f]{32}\$' ORDER BY name OFFSET 200 LIMIT 1000" > "$W/snap/train.tsv" || exit 1
+$PSQL -At -F $'\t' -c "SELECT name, paidb.snapshot(framework)::text FROM paidb.framework WHERE name ~ '^big' ORDER BY name LIMIT 5" > "$W/snap/big.tsv" || exit 1
 # jsonb's binary form, as stored uncompressed in a TOAST table (each value
 # one chunk_id, assigned in insertion order)
 $PSQL -c "CREATE TABLE bench.binary (v jsonb) WITH (toast_tuple_target = 128)" \
       -c "ALTER TABLE bench.binary ALTER v SET STORAGE EXTERNAL" \
-      -c "INSERT INTO bench.binary SELECT snapshot::text::jsonb FROM paidb.framework WHERE name ~ '^[0-9a-f]{32}\$' ORDER BY name LIMIT 200" || exit 1
+      -c "INSERT INTO bench.binary SELECT paidb.snapshot(framework)::text::jsonb FROM paidb.framework WHERE name ~ '^[0-9a-f]{32}\$' ORDER BY name LIMIT 200" || exit 1
 toast=$($PSQL -At -c "SELECT reltoastrelid::regclass FROM pg_class WHERE oid = 'bench.binary'::regclass") || exit 1
 $PSQL -At -F $'\t' -c "SELECT chunk_id, encode(string_agg(chunk_data, ''::bytea ORDER BY chunk_seq), 'hex') FROM $toast GROUP BY chunk_id ORDER BY chunk_id" > "$W/snap/typical-binary.tsv" || exit 1
 /usr/bin/python3 "$HERE/compression.py" "$W/snap" || exit 1

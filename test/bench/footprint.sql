@@ -13,7 +13,7 @@ LANGUAGE sql AS $$ SELECT pg_table_size(r) - pg_relation_size(r, 'fsm') - pg_rel
 -- and TOAST of the job table less the snapshot and the job config as
 -- stored (compressed, inline or in TOAST): row headers, the other
 -- columns, page overhead and the free space the fillfactor keeps.
-CREATE OR REPLACE FUNCTION bench.parts(job regclass, config_column text, history regclass,
+CREATE OR REPLACE FUNCTION bench.parts(job regclass, snapshot_column text, config_column text, history regclass,
     task_history regclass, job_list regclass[], counts regclass[], tags regclass)
 RETURNS TABLE (part text, bytes bigint)
 LANGUAGE plpgsql AS $$
@@ -21,8 +21,8 @@ DECLARE
     snap bigint;
     conf bigint;
 BEGIN
-    EXECUTE format('SELECT coalesce(sum(pg_column_size(snapshot)), 0), coalesce(sum(pg_column_size(%I)), 0) FROM %s',
-                   config_column, job) INTO snap, conf;
+    EXECUTE format('SELECT coalesce(sum(pg_column_size(%I)), 0), coalesce(sum(pg_column_size(%I)), 0) FROM %s',
+                   snapshot_column, config_column, job) INTO snap, conf;
     RETURN QUERY SELECT * FROM (VALUES
       ('1 job row',      bench.heap_toast(job) - snap - conf),
       ('2 snapshot',     snap),
@@ -47,12 +47,13 @@ INSERT INTO openpai_db.frameworks ("insertedAt", name, namespace, "jobName", "us
 SELECT inserted_at, name, namespace, job_name, user_name, job_config, execution_type, creation_time,
   launch_time, virtual_cluster, job_priority, total_gpu_number, total_task_number, total_task_role_number,
   log_path_infix, submission_time, retries, retry_delay_time, platform_retries, resource_retries,
-  user_retries, completion_time, app_exit_code, sub_state, state, snapshot::text, request_synced,
-  api_server_deleted, updated_at FROM paidb.framework;
+  user_retries, completion_time, app_exit_code, sub_state, state, paidb.snapshot(f)::text, request_synced,
+  api_server_deleted, updated_at FROM paidb.framework f;
 INSERT INTO openpai_db.tags ("insertedAt", uid, "frameworkName", name, "updatedAt")
 SELECT inserted_at, uid, framework_name, name, updated_at FROM paidb.tag;
 INSERT INTO openpai_db.framework_history ("insertedAt", uid, "frameworkName", "attemptIndex", "historyType", snapshot, "updatedAt")
-SELECT inserted_at, uid, framework_name, attempt_index, history_type, snapshot::text, updated_at FROM paidb.framework_history;
+SELECT inserted_at, uid, framework_name, attempt_index, history_type, paidb.snapshot(h)::text, updated_at
+  FROM paidb.framework_history h;
 INSERT INTO openpai_db.task_history ("insertedAt", uid, "frameworkName", "attemptIndex", "taskroleName",
   "taskName", "taskIndex", "taskUid", "taskAttemptIndex", "podUid", "historyType", snapshot, "updatedAt")
 SELECT inserted_at, uid, framework_name, attempt_index, taskrole_name, task_name, task_index, task_uid,
@@ -63,9 +64,9 @@ $$;
 CREATE OR REPLACE FUNCTION bench.footprint_reading() RETURNS TABLE (part text, paidb bigint, openpai bigint)
 LANGUAGE sql AS $$
 SELECT p.part, p.bytes, o.bytes
-  FROM bench.parts('paidb.framework', 'job_config', 'paidb.framework_history', 'paidb.task_history',
+  FROM bench.parts('paidb.framework', 'snapshot_packed', 'job_config', 'paidb.framework_history', 'paidb.task_history',
                    '{paidb.job_summary}', '{paidb.job_count,paidb.job_count_delta}', 'paidb.tag') p
-  JOIN bench.parts('openpai_db.frameworks', 'jobConfig', 'openpai_db.framework_history', 'openpai_db.task_history',
+  JOIN bench.parts('openpai_db.frameworks', 'snapshot', 'jobConfig', 'openpai_db.framework_history', 'openpai_db.task_history',
                    '{}', '{}', 'openpai_db.tags') o USING (part)
 $$;
 
@@ -78,7 +79,7 @@ LANGUAGE plpgsql AS $$
 BEGIN
     CREATE TEMP TABLE retried ON COMMIT DROP AS
     SELECT 'r' || lpad(i::text, 31, '0') AS name,
-           jsonb_set(jsonb_set(jsonb_set(replace(f.snapshot::text, f.name, 'r' || lpad(i::text, 31, '0'))::jsonb,
+           jsonb_set(jsonb_set(jsonb_set(replace(paidb.unpack_snapshot(f.snapshot_packed, f.job_config)::text, f.name, 'r' || lpad(i::text, 31, '0'))::jsonb,
                '{status,attemptStatus,id}', to_jsonb(attempts)),
                '{status,retryPolicyStatus,totalRetriedCount}', to_jsonb(attempts)),
                '{status,retryPolicyStatus,accountableRetriedCount}', to_jsonb(attempts)) AS snap,
@@ -89,17 +90,17 @@ BEGIN
         virtual_cluster, job_priority, total_gpu_number, total_task_number, total_task_role_number,
         log_path_infix, submission_time, creation_time, launch_time, completion_time, retries,
         retry_delay_time, platform_retries, resource_retries, user_retries, app_exit_code, sub_state,
-        state, snapshot, request_generation, request_synced, api_server_deleted)
+        state, snapshot_packed, request_generation, request_synced, api_server_deleted)
     SELECT c.name, c.namespace, c.job_name, c.user_name, c.job_config, c.execution_type,
         c.virtual_cluster, c.job_priority, c.total_gpu_number, c.total_task_number, c.total_task_role_number,
         c.log_path_infix, r.submission_time, c.creation_time, c.launch_time, c.completion_time, c.retries,
         c.retry_delay_time, c.platform_retries, c.resource_retries, c.user_retries, c.app_exit_code,
-        c.sub_state, c.state, r.snap, 1, true, true
+        c.sub_state, c.state, paidb.pack_snapshot(r.snap, c.job_config), 1, true, true
       FROM retried r, paidb.snapshot_columns(r.snap) c;
-    INSERT INTO paidb.framework_history (uid, framework_name, attempt_index, snapshot)
+    INSERT INTO paidb.framework_history (uid, framework_name, attempt_index, snapshot_packed)
     SELECT paidb.history_uid(r.name, a, 'retry'), r.name, a,
-           jsonb_set(jsonb_set(r.snap, '{status,attemptStatus,id}', to_jsonb(a)),
-                     '{status,attemptStatus,completionStatus}', '{"code": 1, "phrase": "Failed"}')
+           paidb.pack_snapshot(jsonb_set(jsonb_set(r.snap, '{status,attemptStatus,id}', to_jsonb(a)),
+                     '{status,attemptStatus,completionStatus}', '{"code": 1, "phrase": "Failed"}'))
       FROM retried r, generate_series(0, attempts - 1) a;
     INSERT INTO paidb.task_history (uid, framework_name, attempt_index, taskrole_name, task_name, task_index,
         task_uid, task_attempt_index, pod_uid, history_type, snapshot)
@@ -118,12 +119,13 @@ END $$;
 -- attempt in the history.
 CREATE OR REPLACE FUNCTION bench.add_big_jobs(jobs int) RETURNS void
 LANGUAGE sql AS $$
-INSERT INTO paidb.framework (name, job_name, user_name, virtual_cluster, submission_time, snapshot,
+INSERT INTO paidb.framework (name, job_name, user_name, virtual_cluster, submission_time, snapshot_packed,
     request_generation, request_synced, state, sub_state)
-SELECT 'big' || i, 'big', 'user001', 'default', now(), bench.snapshot_600kb('big' || i), 1, true, 'RUNNING', 'AttemptRunning'
+SELECT 'big' || i, 'big', 'user001', 'default', now(), paidb.pack_snapshot(bench.snapshot_600kb('big' || i)), 1, true,
+       'RUNNING', 'AttemptRunning'
   FROM generate_series(1, jobs) i;
-INSERT INTO paidb.framework_history (uid, framework_name, attempt_index, snapshot)
-SELECT paidb.history_uid('big' || i, 0, 'retry'), 'big' || i, 0, bench.snapshot_600kb('big' || i)
+INSERT INTO paidb.framework_history (uid, framework_name, attempt_index, snapshot_packed)
+SELECT paidb.history_uid('big' || i, 0, 'retry'), 'big' || i, 0, paidb.pack_snapshot(bench.snapshot_600kb('big' || i))
   FROM generate_series(1, jobs) i;
 $$;
 
@@ -140,12 +142,15 @@ DECLARE
     m numeric;
 BEGIN
     FOR w IN SELECT * FROM (VALUES
-            ('jsonb, uncompressed', 'jsonb', 'pglz', 'EXTERNAL', 'snapshot::text::jsonb'),
-            ('jsonb, lz4 (paidb 0.2)', 'jsonb', 'lz4', 'EXTENDED', 'snapshot::text::jsonb'),
-            ('jsonb, pglz', 'jsonb', 'pglz', 'EXTENDED', 'snapshot::text::jsonb'),
-            ('text, uncompressed', 'text', 'pglz', 'EXTERNAL', 'snapshot::text'),
-            ('text, lz4', 'text', 'lz4', 'EXTENDED', 'snapshot::text'),
-            ('text, pglz (OpenPAI)', 'text', 'pglz', 'EXTENDED', 'snapshot::text')) v(label, typ, comp, storage, expr)
+            ('jsonb, uncompressed', 'jsonb', 'pglz', 'EXTERNAL', 'paidb.snapshot(framework)::text::jsonb'),
+            ('jsonb, lz4 (paidb 0.2)', 'jsonb', 'lz4', 'EXTENDED', 'paidb.snapshot(framework)::text::jsonb'),
+            ('jsonb, pglz', 'jsonb', 'pglz', 'EXTENDED', 'paidb.snapshot(framework)::text::jsonb'),
+            ('text, uncompressed', 'text', 'pglz', 'EXTERNAL', 'paidb.snapshot(framework)::text'),
+            ('text, lz4', 'text', 'lz4', 'EXTENDED', 'paidb.snapshot(framework)::text'),
+            ('text, pglz (OpenPAI)', 'text', 'pglz', 'EXTENDED', 'paidb.snapshot(framework)::text'),
+            ('packed (paidb 0.3: zstd, dictionary, no config)', 'bytea', 'pglz', 'EXTERNAL', 'snapshot_packed'),
+            ('packed with the config', 'bytea', 'pglz', 'EXTERNAL', 'paidb.pack_snapshot(paidb.snapshot(framework))'))
+         v(label, typ, comp, storage, expr)
     LOOP
         EXECUTE format('CREATE TEMP TABLE st (v %s COMPRESSION %s)', w.typ, w.comp);
         EXECUTE format('ALTER TABLE st ALTER v SET STORAGE %s', w.storage);

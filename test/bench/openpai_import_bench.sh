@@ -85,12 +85,12 @@ timed() {
 }
 
 IMPORT="SELECT sum(imported) FROM openpai.import_database('bench_opai')"
-FLOOR="WITH f AS (INSERT INTO bench.floor_framework (name, submission_time, snapshot, request_generation, request_synced,
+FLOOR="WITH f AS (INSERT INTO bench.floor_framework (name, submission_time, snapshot_packed, request_generation, request_synced,
          api_server_deleted, state, sub_state, retries, job_name, user_name, virtual_cluster, inserted_at, updated_at)
-       SELECT name, \"submissionTime\", snapshot::jsonb, 1, \"requestSynced\", \"apiServerDeleted\", state, \"subState\",
+       SELECT name, \"submissionTime\", paidb.pack_snapshot(snapshot::jsonb, \"jobConfig\"), 1, \"requestSynced\", \"apiServerDeleted\", state, \"subState\",
               retries, \"jobName\", \"userName\", \"virtualCluster\", \"insertedAt\", \"updatedAt\" FROM bench_opai.frameworks RETURNING 1),
-     h AS (INSERT INTO bench.floor_history (uid, framework_name, attempt_index, history_type, snapshot, inserted_at, updated_at)
-       SELECT uid, \"frameworkName\", \"attemptIndex\", \"historyType\", snapshot::jsonb, \"insertedAt\", \"updatedAt\"
+     h AS (INSERT INTO bench.floor_history (uid, framework_name, attempt_index, history_type, snapshot_packed, inserted_at, updated_at)
+       SELECT uid, \"frameworkName\", \"attemptIndex\", \"historyType\", paidb.pack_snapshot(snapshot::jsonb), \"insertedAt\", \"updatedAt\"
          FROM bench_opai.framework_history RETURNING 1),
      t AS (INSERT INTO bench.floor_tag (uid, framework_name, name, inserted_at, updated_at)
        SELECT uid, \"frameworkName\", name, \"insertedAt\", \"updatedAt\" FROM bench_opai.tags RETURNING 1)

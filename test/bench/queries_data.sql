@@ -46,18 +46,33 @@ SELECT i,
        CASE WHEN i % 10 = 3 THEN 1 + (i / 10) % 3 ELSE 0 END AS retries
 FROM generate_series(1, :jobs) i;
 
+-- paidb 0.3 stores snapshots packed (snapshot_packed); 0.1 and 0.2 as jsonb
+SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_attribute WHERE attrelid = 'paidb.framework'::regclass
+                 AND attname = 'snapshot_packed' AND NOT attisdropped) AS packed \gset
+\if :packed
+\set snapshot_column snapshot_packed
+\set store_snapshot 'paidb.pack_snapshot(s.snap, c.job_config)'
+\set store_history 'paidb.pack_snapshot'
+\set stored_snapshot 'paidb.snapshot(f)'
+\else
+\set snapshot_column snapshot
+\set store_snapshot 's.snap'
+\set store_history ''
+\set stored_snapshot 'f.snapshot'
+\endif
+
 INSERT INTO paidb.framework (name, namespace, job_name, user_name, job_config, execution_type,
     virtual_cluster, job_priority, total_gpu_number, total_task_number, total_task_role_number,
     log_path_infix, submission_time, creation_time, launch_time, completion_time, retries,
     retry_delay_time, platform_retries, resource_retries, user_retries, app_exit_code, sub_state,
-    state, snapshot, request_generation, request_synced, api_server_deleted,
+    state, :snapshot_column, request_generation, request_synced, api_server_deleted,
     notification_at_running, notification_at_succeeded, notification_at_failed,
     notification_at_stopped, notification_at_retried)
 SELECT c.name, c.namespace, c.job_name, c.user_name, c.job_config, c.execution_type,
     c.virtual_cluster, c.job_priority, c.total_gpu_number, c.total_task_number, c.total_task_role_number,
     c.log_path_infix, s.submitted, c.creation_time, c.launch_time, c.completion_time, c.retries,
     c.retry_delay_time, c.platform_retries, c.resource_retries, c.user_retries, c.app_exit_code, c.sub_state,
-    c.state, s.snap, 1, true, s.kind < 70,
+    c.state, :store_snapshot, 1, true, s.kind < 70,
     c.notification_at_running, c.notification_at_succeeded, c.notification_at_failed,
     c.notification_at_stopped, c.notification_at_retried
 FROM (
@@ -88,10 +103,10 @@ FROM bench.job_param p, (VALUES ('dense0_1', 1000), ('dense1', 100), ('dense10',
 WHERE p.i % d.every = 1;
 
 -- Retry history: each retried job's earlier attempts.
-INSERT INTO paidb.framework_history (uid, framework_name, attempt_index, snapshot)
+INSERT INTO paidb.framework_history (uid, framework_name, attempt_index, :snapshot_column)
 SELECT paidb.history_uid(f.name, a, 'retry'), f.name, a,
-       jsonb_set(jsonb_set(f.snapshot, '{status,attemptStatus,id}', to_jsonb(a)),
-                 '{status,attemptStatus,completionStatus}', '{"code": 1, "phrase": "Failed"}')
+       :store_history(jsonb_set(jsonb_set(:stored_snapshot, '{status,attemptStatus,id}', to_jsonb(a)),
+                 '{status,attemptStatus,completionStatus}', '{"code": 1, "phrase": "Failed"}'))
 FROM paidb.framework f, generate_series(0, 2) a
 WHERE f.retries > 0 AND a < f.retries;
 

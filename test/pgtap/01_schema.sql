@@ -5,7 +5,7 @@ CREATE EXTENSION IF NOT EXISTS pgtap;
 DROP EXTENSION IF EXISTS paidb CASCADE;
 CREATE EXTENSION IF NOT EXISTS pg_trgm;
 CREATE EXTENSION paidb CASCADE;
-SELECT plan(84);
+SELECT plan(88);
 
 SELECT has_schema('paidb');
 SELECT tables_are('paidb', ARRAY['framework', 'framework_history', 'task_history', 'pod',
@@ -14,7 +14,15 @@ SELECT tables_are('paidb', ARRAY['framework', 'framework_history', 'task_history
 
 -- framework
 SELECT col_is_pk('paidb', 'framework', 'name', 'framework is keyed by name');
-SELECT col_type_is('paidb', 'framework', 'snapshot', 'jsonb', 'snapshot is jsonb');
+SELECT col_type_is('paidb', 'framework', 'snapshot_packed', 'bytea', 'the snapshot is stored packed (bytea)');
+SELECT hasnt_column('paidb', 'framework', 'snapshot', 'no snapshot column: paidb.snapshot(f) reads it');
+SELECT function_returns('paidb', 'snapshot', ARRAY['paidb.framework'], 'jsonb',
+                        'paidb.snapshot(f) reads a job''s snapshot as jsonb');
+SELECT function_returns('paidb', 'snapshot', ARRAY['paidb.framework_history'], 'jsonb',
+                        'paidb.snapshot(h) reads an attempt''s snapshot as jsonb');
+SELECT is((SELECT attstorage::text FROM pg_attribute
+            WHERE attrelid = 'paidb.framework'::regclass AND attname = 'snapshot_packed'),
+          'e', 'snapshot_packed is STORAGE EXTERNAL: PostgreSQL does not compress it again');
 SELECT col_type_is('paidb', 'framework', 'request_generation', 'bigint', 'request_generation is bigint');
 SELECT col_not_null('paidb', 'framework', 'request_generation', 'request_generation is not null');
 SELECT col_not_null('paidb', 'framework', 'submission_time', 'submission_time is not null');
@@ -43,8 +51,8 @@ SELECT is((SELECT count(*)::int FROM information_schema.columns
               AND table_name IN ('framework', 'framework_history', 'task_history', 'pod',
                                  'framework_event', 'pod_event', 'tag')),
           14, 'every OpenPAI table has inserted_at and updated_at');
-SELECT throws_ok($$INSERT INTO paidb.framework (name, submission_time, snapshot, request_generation)
-                  VALUES ('bad-name', now(), '{}', 1)$$, '23514', NULL,
+SELECT throws_ok($$INSERT INTO paidb.framework (name, submission_time, snapshot_packed, request_generation)
+                  VALUES ('bad-name', now(), paidb.pack_snapshot('{}'), 1)$$, '23514', NULL,
                  'the name check refuses names the API server refuses');
 
 -- history and the others

@@ -4,7 +4,7 @@ SET client_min_messages = warning;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 DROP EXTENSION IF EXISTS paidb CASCADE;
 CREATE EXTENSION paidb CASCADE;
-SELECT plan(105);
+SELECT plan(107);
 
 SELECT has_role('paidb_writer');
 SELECT has_role('paidb_reader');
@@ -24,8 +24,9 @@ SELECT ok(NOT has_column_privilege('paidb_reader', 'paidb.framework', c, 'SELECT
           'paidb_reader cannot read ' || c)
   FROM unnest(ARRAY['config_secret_def', 'user_extension_secret_def', 'priority_class_def',
                     'docker_secret_def', 'token_secret_def']) c;
-SELECT ok(has_column_privilege('paidb_reader', 'paidb.framework', 'snapshot', 'SELECT'),
-          'paidb_reader reads snapshots');
+SELECT ok(has_column_privilege('paidb_reader', 'paidb.framework', 'snapshot_packed', 'SELECT')
+          AND has_column_privilege('paidb_reader', 'paidb.framework', 'job_config', 'SELECT'),
+          'paidb_reader reads snapshots (paidb.unpack_snapshot(snapshot_packed, job_config))');
 SELECT ok(has_column_privilege('paidb_writer', 'paidb.framework', 'docker_secret_def', 'SELECT'),
           'paidb_writer reads add-on definitions');
 SELECT ok(NOT has_table_privilege('paidb_test_nobody', 'paidb.framework', 'SELECT'),
@@ -95,6 +96,10 @@ SELECT throws_ok($$SELECT * FROM paidb.put_framework_request('{"metadata": {"nam
                  'the reader cannot submit');
 SELECT is((SELECT count(*)::int FROM paidb.status()), 4, 'the reader sees worker status');
 SELECT is((SELECT cluster FROM paidb.cluster_status), 'default', 'the reader sees cluster status');
+SELECT is((SELECT paidb.unpack_snapshot(snapshot_packed, job_config) #>> '{metadata,name}' FROM paidb.framework
+            WHERE name = 'privjob'), 'privjob', 'the reader reads a snapshot (paidb.unpack_snapshot)');
+SELECT throws_ok($$SELECT paidb.snapshot(f) FROM paidb.framework f$$, '42501', NULL,
+                 'paidb.snapshot(f) reads the whole row, add-on secrets too: not the reader''s');
 RESET ROLE;
 
 -- a hostile search_path cannot redirect the definer functions

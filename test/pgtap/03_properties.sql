@@ -6,7 +6,7 @@ CREATE EXTENSION IF NOT EXISTS pgtap;
 DROP EXTENSION IF EXISTS paidb CASCADE;
 CREATE EXTENSION paidb CASCADE;
 \i test/bench/plpgsql_merge_patch.sql
-SELECT plan(12);
+SELECT plan(19);
 
 -- A random JSON value: objects over a small key set (so patches hit
 -- existing keys), arrays, scalars, and nulls in patches.
@@ -84,18 +84,18 @@ DECLARE
     res record;
 BEGIN
     FOR rec IN SELECT * FROM patches ORDER BY i LOOP
-        SELECT snapshot - 'status' INTO before FROM paidb.framework WHERE name = 'propjob';
+        SELECT paidb.snapshot(f) - 'status' INTO before FROM paidb.framework f WHERE name = 'propjob';
         expect := paidb.jsonb_merge_patch(before, rec.p);
         BEGIN
             SELECT * INTO res FROM paidb.patch_framework_request('propjob', rec.p);
             INSERT INTO applied SELECT rec.i, res.changed,
                 (expect #- '{metadata,annotations,requestGeneration}') IS DISTINCT FROM (before #- '{metadata,annotations,requestGeneration}'),
-                (SELECT (snapshot - 'status') #- '{metadata,annotations,requestGeneration}'
+                (SELECT (paidb.snapshot(framework) - 'status') #- '{metadata,annotations,requestGeneration}'
                         = expect #- '{metadata,annotations,requestGeneration}' FROM paidb.framework WHERE name = 'propjob');
         EXCEPTION WHEN invalid_parameter_value THEN
             -- patches that make labels or spec a non-object are refused, nothing stored
             INSERT INTO applied SELECT rec.i, NULL, NULL,
-                (SELECT snapshot - 'status' = before FROM paidb.framework WHERE name = 'propjob');
+                (SELECT paidb.snapshot(framework) - 'status' = before FROM paidb.framework WHERE name = 'propjob');
         END;
     END LOOP;
 END $$;
@@ -105,6 +105,35 @@ SELECT is((SELECT count(*)::int FROM applied WHERE changed IS DISTINCT FROM expe
 SELECT is((SELECT request_generation FROM paidb.framework WHERE name = 'propjob'),
           1 + (SELECT count(*) FROM applied WHERE changed),
           'the generation counts the effective changes');
+
+-- Packed snapshots (src/snapshot_pack.c): what is stored reads back equal,
+-- with the config annotation left out exactly when it equals job_config.
+CREATE TEMP TABLE packs AS
+  SELECT i, d,
+         E'protocolVersion: 2\nname: "job ' || i || E'"\ntaskRoles:\n  w:\n    commands: [\'echo \\\\ ключ\']\n' AS c
+    FROM (SELECT i, jsonb_build_object('r', pg_temp.rand_json(5, true), 's', E'quote " backslash \\ tab \t nl \n ' || i,
+                 'n', (i * 1.5)::numeric, 'big', '1e300'::jsonb) AS d
+            FROM generate_series(1, 300) i) g;
+SELECT is((SELECT count(*)::int FROM packs WHERE paidb.unpack_snapshot(paidb.pack_snapshot(d)) IS DISTINCT FROM d),
+          0, 'a packed snapshot unpacks to the same jsonb');
+UPDATE packs SET d = jsonb_set(d || '{"metadata": {"annotations": {}}}', '{metadata,annotations,config}', to_jsonb(c));
+SELECT is((SELECT count(*)::int FROM packs
+            WHERE paidb.unpack_snapshot(paidb.pack_snapshot(d, c), c) IS DISTINCT FROM d), 0,
+          'with the row''s job config, the config annotation reads back too');
+SELECT is((SELECT count(*)::int FROM packs
+            WHERE get_byte(paidb.pack_snapshot(d, c), 1) <> 1
+               OR length(paidb.pack_snapshot(d, c)) >= length(paidb.pack_snapshot(d))), 0,
+          'the config annotation equal to job_config is left out (flag 1, fewer bytes)');
+SELECT is((SELECT count(*)::int FROM packs
+            WHERE get_byte(paidb.pack_snapshot(d, c || 'x'), 1) <> 0
+               OR paidb.unpack_snapshot(paidb.pack_snapshot(d, c || 'x'), NULL) IS DISTINCT FROM d), 0,
+          'a config annotation other than job_config stays in the packed snapshot');
+SELECT throws_ok($$SELECT paidb.unpack_snapshot('\x00'::bytea)$$, 'XX001', NULL,
+                 'a packed snapshot of no known format is refused as corrupted');
+SELECT throws_ok($$SELECT paidb.unpack_snapshot(substr(paidb.pack_snapshot(d), 1, 12)) FROM packs WHERE i = 1$$,
+                 'XX001', NULL, 'a truncated packed snapshot is refused as corrupted');
+SELECT throws_ok($$SELECT paidb.unpack_snapshot(paidb.pack_snapshot(d, c), NULL) FROM packs WHERE i = 1$$,
+                 'XX001', NULL, 'a packed snapshot without its config, read without job_config, is refused');
 
 -- The work list is an index scan (partial index) when most jobs are synced.
 SELECT paidb.import_frameworks(jsonb_agg(jsonb_build_object('metadata', jsonb_build_object('name', 'imp' || i, 'resourceVersion', i::text),

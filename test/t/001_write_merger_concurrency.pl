@@ -69,19 +69,19 @@ cmp_ok($patches, '>', 50, "enough concurrent patches ran ($patches)");
 
 # every patch added a distinct label: all of them must be there
 my $labels = $node->safe_psql('postgres', q{
-    SELECT count(*) FROM paidb.framework, jsonb_object_keys(snapshot->'metadata'->'labels') k
+    SELECT count(*) FROM paidb.framework f, jsonb_object_keys(paidb.snapshot(f)->'metadata'->'labels') k
      WHERE name = 'cjob' AND k LIKE 'k%'});
 is($labels, $patches, 'no patch was lost');
 my $generation = $node->safe_psql('postgres',
     q{SELECT request_generation FROM paidb.framework WHERE name = 'cjob'});
 is($generation, $patches + 1, 'generation = 1 + number of effective changes');
-is($node->safe_psql('postgres', q{SELECT snapshot->'metadata'->'annotations'->>'requestGeneration' FROM paidb.framework WHERE name = 'cjob'}),
+is($node->safe_psql('postgres', q{SELECT paidb.snapshot(f)->'metadata'->'annotations'->>'requestGeneration' FROM paidb.framework f WHERE name = 'cjob'}),
    $generation, 'the stored request carries its generation');
 
 # the watch events raced with the patches; the stored status is from the newest event
 my ($maxrv, $rv, $attempt) = split /\|/, $node->safe_psql('postgres', q{
     SELECT (SELECT last_value FROM rv_seq), resource_version,
-           (snapshot->'status'->'attemptStatus'->>'id')::int FROM paidb.framework WHERE name = 'cjob'});
+           (paidb.snapshot(f)->'status'->'attemptStatus'->>'id')::int FROM paidb.framework f WHERE name = 'cjob'});
 cmp_ok($rv, '<=', $maxrv, 'resource version is one that was sent');
 is($attempt, int($rv / 50), 'the stored status belongs to the stored resource version');
 my ($hist, $dups, $beyond) = split /\|/, $node->safe_psql('postgres', qq{

@@ -36,7 +36,7 @@ my $t0 = time();
 my $fake = PaidbTest::start_fake();
 my $node = PaidbTest::start_node('e2e_jobs', $fake, state_log => 1);
 
-my $SNAP_TASKS = q{snapshot->'status'->'attemptStatus'->'taskRoleStatuses'->0->'taskStatuses'};
+my $SNAP_TASKS = q{paidb.snapshot(f)->'status'->'attemptStatus'->'taskRoleStatuses'->0->'taskStatuses'};
 
 # An Opaque (or typed) Secret definition as rest-server would send it.
 sub secret_def
@@ -107,7 +107,7 @@ ok(poll($node, "SELECT state FROM paidb.framework WHERE name = '$simple'", 'SUCC
 is(state_path($node, $simple), 'WAITING RUNNING SUCCEEDED', 'simple job: went WAITING -> RUNNING -> SUCCEEDED');
 is(col($node, $simple, q{concat_ws('|', sub_state, app_exit_code, request_synced, retries, total_task_number,
 		user_name, job_name, virtual_cluster, completion_time IS NOT NULL, launch_time IS NOT NULL,
-		snapshot->'status'->'attemptStatus'->'completionStatus'->>'phrase')}),
+		paidb.snapshot(f)->'status'->'attemptStatus'->'completionStatus'->>'phrase')}),
 	'Completed|0|t|0|1|alice|simple-output|default|t|t|Succeeded',
 	'simple job: exit code 0, synced, columns derived from the snapshot');
 deleted_ok($simple, 'simple job');
@@ -131,22 +131,22 @@ is(query($node, "SELECT request_generation || ' ' || changed FROM paidb.stop_fra
 ok(poll($node, "SELECT state FROM paidb.framework WHERE name = '$stopme'", 'STOPPED'), 'long job: STOPPED');
 is(state_path($node, $stopme), 'WAITING RUNNING STOPPING STOPPED', 'long job: went through STOPPING');
 is(col($node, $stopme, q{concat_ws('|', app_exit_code, execution_type, request_generation, request_synced,
-		snapshot->'status'->'attemptStatus'->'completionStatus'->>'phrase')}),
+		paidb.snapshot(f)->'status'->'attemptStatus'->'completionStatus'->>'phrase')}),
 	'-210|Stop|2|t|StopFrameworkRequested', 'long job: exit code -210, the stop is synced');
 deleted_ok($stopme, 'long job');
 
 # ---- Job with retries: exit 1, maxRetryCount 10
 ok(poll($node, "SELECT state FROM paidb.framework WHERE name = '$retry'", 'FAILED'), 'retry job: FAILED');
 is(col($node, $retry, q{concat_ws('|', app_exit_code, retries, user_retries, platform_retries,
-		snapshot->'status'->'attemptStatus'->>'id')}),
+		paidb.snapshot(f)->'status'->'attemptStatus'->>'id')}),
 	'1|10|10|0|10', 'retry job: exit code 1 after 10 retries (11 attempts)');
 # "The job retry history can be viewed": one row per retried attempt, ordered.
 my $history = query($node, qq{
 	SELECT attempt_index, uid, history_type,
-	       (snapshot->'status'->'attemptStatus'->>'id'),
-	       snapshot->'status'->'attemptStatus'->'completionStatus'->>'code',
-	       snapshot->'status'->'attemptStatus'->'completionStatus'->>'phrase'
-	  FROM paidb.framework_history WHERE framework_name = '$retry' ORDER BY attempt_index, uid});
+	       (paidb.snapshot(f)->'status'->'attemptStatus'->>'id'),
+	       paidb.snapshot(f)->'status'->'attemptStatus'->'completionStatus'->>'code',
+	       paidb.snapshot(f)->'status'->'attemptStatus'->'completionStatus'->>'phrase'
+	  FROM paidb.framework_history f WHERE framework_name = '$retry' ORDER BY attempt_index, uid});
 note("retry history of $retry:\n$history");
 my $expected = join("\n", map { join('|', $_, md5_hex("$retry+$_+retry"), 'retry', $_, 1, 'ContainerUnrecognizedFailed') } 0 .. 9);
 is($history, $expected,
@@ -258,12 +258,12 @@ ok(poll($node, qq{SELECT state = 'RUNNING' AND request_synced
                          AND jsonb_array_length($SNAP_TASKS) = 1000
                          AND (SELECT count(*) FROM jsonb_array_elements($SNAP_TASKS) t
                                WHERE t->>'state' = 'AttemptRunning') = 1000
-                    FROM paidb.framework WHERE name = '$bulk'}),
+                    FROM paidb.framework f WHERE name = '$bulk'}),
 	'bulk job: RUNNING with 1000 running task statuses in the snapshot');
 my $att = fake_framework($fake, $bulk)->{status}{attemptStatus};
 ok(!defined $att->{taskRoleStatuses} && length($att->{taskRoleStatusesCompressed} // '') > 0,
 	'bulk job: the API server holds the task role statuses compressed');
-is(col($node, $bulk, q{coalesce(snapshot->'status'->'attemptStatus'->>'taskRoleStatusesCompressed', '<none>')}), '<none>',
+is(col($node, $bulk, q{coalesce(paidb.snapshot(f)->'status'->'attemptStatus'->>'taskRoleStatusesCompressed', '<none>')}), '<none>',
 	'bulk job: the snapshot holds them decompressed only');
 is(release($bulk), '2 true', 'bulk job: released');
 ok(poll($node, "SELECT state FROM paidb.framework WHERE name = '$bulk'", 'SUCCEEDED'), 'bulk job: SUCCEEDED');
@@ -284,26 +284,26 @@ submit($node, job_request($bulkr, user => 'dave', job => 'bulk-1000-retry-50', m
 ok(poll($node, "SELECT state FROM paidb.framework WHERE name = '$bulkr'", 'SUCCEEDED', 150),
 	'bulk retry job: SUCCEEDED');
 note(sprintf('bulk retry job took %.1f s', time() - $t_bulkr));
-is(col($node, $bulkr, qq{concat_ws('|', app_exit_code, retries, snapshot->'status'->'attemptStatus'->>'id',
+is(col($node, $bulkr, qq{concat_ws('|', app_exit_code, retries, paidb.snapshot(f)->'status'->'attemptStatus'->>'id',
 		jsonb_array_length($SNAP_TASKS))}),
 	'0|50|50|1000', 'bulk retry job: succeeded in attempt 50 after 50 retries, 1000 tasks');
 my $hist = query($node, qq{
-	SELECT attempt_index || '|' || uid || '|' || history_type || '|' || (snapshot->'status'->'attemptStatus'->>'id')
-	       || '|' || (snapshot->'status'->'attemptStatus'->'completionStatus'->>'code')
-	  FROM paidb.framework_history WHERE framework_name = '$bulkr' ORDER BY attempt_index, uid});
+	SELECT attempt_index || '|' || uid || '|' || history_type || '|' || (paidb.snapshot(f)->'status'->'attemptStatus'->>'id')
+	       || '|' || (paidb.snapshot(f)->'status'->'attemptStatus'->'completionStatus'->>'code')
+	  FROM paidb.framework_history f WHERE framework_name = '$bulkr' ORDER BY attempt_index, uid});
 is($hist, join("\n", map { "$_|" . md5_hex("$bulkr+$_+retry") . "|retry|$_|1" } 0 .. 49),
 	'bulk retry job: the history has attempts 0..49 exactly once each, each failed with code 1');
 is(query($node, qq{
-	SELECT count(*) FROM paidb.framework_history
+	SELECT count(*) FROM paidb.framework_history f
 	 WHERE framework_name = '$bulkr'
 	   AND jsonb_array_length($SNAP_TASKS) = 1000
-	   AND coalesce(snapshot->'status'->'attemptStatus'->>'taskRoleStatusesCompressed', '') = ''
+	   AND coalesce(paidb.snapshot(f)->'status'->'attemptStatus'->>'taskRoleStatusesCompressed', '') = ''
 	   AND (SELECT count(*) FROM jsonb_array_elements($SNAP_TASKS) t WHERE t->>'state' = 'Completed') = 1000}),
 	'50', 'bulk retry job: every history row holds 1000 decompressed, completed task statuses');
 note("retry history of $bulkr (first rows):\n" . query($node, qq{
-	SELECT attempt_index, snapshot->'status'->'attemptStatus'->'completionStatus'->>'phrase',
+	SELECT attempt_index, paidb.snapshot(f)->'status'->'attemptStatus'->'completionStatus'->>'phrase',
 	       jsonb_array_length($SNAP_TASKS) AS tasks
-	  FROM paidb.framework_history WHERE framework_name = '$bulkr' ORDER BY attempt_index LIMIT 3}));
+	  FROM paidb.framework_history f WHERE framework_name = '$bulkr' ORDER BY attempt_index LIMIT 3}));
 deleted_ok($bulkr, 'bulk retry job');
 
 # ============================================================ the end

@@ -86,13 +86,14 @@ sub install_sql
 	}
 	$node->safe_psql('postgres', "BEGIN;
 		CREATE EXTENSION paidb CASCADE;
-		INSERT INTO paidb.framework_history (uid, framework_name, attempt_index, history_type, snapshot, inserted_at, updated_at)
-		VALUES " . join(",\n", @rows) . ";
+		INSERT INTO paidb.framework_history (uid, framework_name, attempt_index, history_type, snapshot_packed, inserted_at, updated_at)
+		SELECT uid, name, attempt, type, paidb.pack_snapshot(snap::jsonb), inserted::timestamptz, updated::timestamptz FROM (VALUES " . join(",\n", @rows) . ")
+		    v(uid, name, attempt, type, snap, inserted, updated);
 		" . state_log_sql() . "
 		COMMIT;");
 }
-my $history_before = query($node, "SELECT string_agg(uid || ' ' || attempt_index || ' ' || md5(snapshot::text) || ' ' || inserted_at, ',' ORDER BY uid)
-                                    FROM paidb.framework_history");
+my $history_before = query($node, "SELECT string_agg(uid || ' ' || attempt_index || ' ' || md5(paidb.snapshot(h)::text) || ' ' || inserted_at, ',' ORDER BY uid)
+                                    FROM paidb.framework_history h");
 ok(wait_for_workers($node), 'the three paidb workers run and both watchers watch');
 
 # ---- the frameworks are imported, not deleted as orphans
@@ -119,8 +120,8 @@ ok(poll($node, "SELECT bool_and(api_server_deleted) FROM paidb.framework WHERE n
 	'upgrade: the completed jobs are then deleted from the API server, as OpenPAI\'s poller did');
 
 # ---- the history keeps its keys
-is(query($node, "SELECT string_agg(uid || ' ' || attempt_index || ' ' || md5(snapshot::text) || ' ' || inserted_at, ',' ORDER BY uid)
-                  FROM paidb.framework_history"), $history_before,
+is(query($node, "SELECT string_agg(uid || ' ' || attempt_index || ' ' || md5(paidb.snapshot(h)::text) || ' ' || inserted_at, ',' ORDER BY uid)
+                  FROM paidb.framework_history h"), $history_before,
 	'upgrade: the history rows are still there, same keys, same content');
 is(query($node, "SELECT string_agg(paidb.history_uid('$retried', i), ',' ORDER BY i) FROM generate_series(0, 1) i"),
 	join(',', map { md5_hex("$retried+$_+retry") } 0, 1), 'upgrade: paidb computes the same keys as OpenPAI');

@@ -46,9 +46,11 @@ UPDATE paidb.framework SET archived = true WHERE name = 'upjob4';
 UPDATE paidb.framework SET user_name = 'bob', virtual_cluster = 'vc' || (length(name) % 2) WHERE name LIKE 'upjob1%';
 };
 $node->safe_psql('upgraded', $data_sql);
-my $data_query = q{SELECT pg_catalog.md5(pg_catalog.string_agg(f::text, ',' ORDER BY name)) FROM
-  (SELECT name, state, sub_state, request_generation, request_synced, submission_time, retries, snapshot
-     FROM paidb.framework) f};
+# (f.snapshot: the column up to 0.2, the function paidb.snapshot(f) from 0.3)
+my $data_query = q{SET search_path = paidb, pg_catalog;
+  SELECT pg_catalog.md5(pg_catalog.string_agg(f::text, ',' ORDER BY name)) FROM
+  (SELECT name, state, sub_state, request_generation, request_synced, submission_time, retries, f.snapshot
+     FROM paidb.framework f) f};
 my $history_query = q{SELECT pg_catalog.string_agg(uid || ' ' || framework_name || ' ' || attempt_index, ',' ORDER BY uid)
   FROM paidb.framework_history};
 # (0.2 drops the tags of jobs that are not there, as OpenPAI's foreign key did)
@@ -182,7 +184,13 @@ DELETE FROM paidb.framework WHERE name = 'upjob5';
 });
 is($node->safe_psql('from02', q{SELECT count(*) FROM paidb.tag WHERE framework_name = 'upjob5'}), '1',
 	'0.2 let a job row go without its tag');
-my @before02 = map { $node->safe_psql('from02', $_) } $data_query, $history_query, $tag_query;
+# what rest-server reads: the snapshots through paidb_openpai's views (0.3
+# stores them packed; the views read them back)
+my $openpai_query = q{SELECT md5(string_agg(name || ' ' || snapshot, ',' ORDER BY name)) || ' '
+    || (SELECT md5(string_agg(uid || ' ' || snapshot, ',' ORDER BY uid)) FROM openpai.framework_history)
+  FROM openpai.frameworks};
+my @before02 = map { $node->safe_psql('from02', $_) } $data_query, $history_query, $tag_query, $openpai_query;
+isnt($before02[3], '', '0.2 shows snapshots through openpai.frameworks');
 is($node->psql('from02', 'ALTER EXTENSION paidb UPDATE; ALTER EXTENSION paidb_openpai UPDATE'), 0, 'ALTER EXTENSION ... UPDATE from 0.2');
 is($node->safe_psql('from02', q{SELECT count(*) FROM paidb.tag WHERE framework_name = 'upjob5'}), '0',
 	'the update drops the tag without its job');
@@ -199,7 +207,7 @@ ok($upgraded eq $fresh, '0.2 updated to 0.3 equals a fresh 0.3 install (paidb an
 (my $catalog_all = $catalog) =~ s/LIKE 'paidb%'/~ '^(paidb|openpai)'/g;
 is($node->safe_psql('from02', $catalog_all), $node->safe_psql('fresh_both', $catalog_all),
 	'privileges and function settings are the same after 0.2 -> 0.3');
-is_deeply([ map { $node->safe_psql('from02', $_) } $data_query, $history_query, $tag_query ], \@before02,
+is_deeply([ map { $node->safe_psql('from02', $_) } $data_query, $history_query, $tag_query, $openpai_query ], \@before02,
 	'the jobs, their history and tags are kept by the update from 0.2');
 is($node->safe_psql('from02', q{SELECT count(*) FROM pg_indexes WHERE schemaname = 'paidb' AND indexname LIKE '%trgm%'}),
 	'3', 'the update made the keyword indexes');

@@ -312,9 +312,9 @@ sub jobs_final
 	{
 		my ($state, $code, $phrase, $type) = split /\|/, $node->safe_psql('postgres', qq{
 			SELECT state, app_exit_code,
-			       snapshot #>> '{status,attemptStatus,completionStatus,phrase}',
-			       snapshot #> '{status,attemptStatus,completionStatus,type}'
-			  FROM paidb.framework WHERE name = '$n'});
+			       paidb.snapshot(f) #>> '{status,attemptStatus,completionStatus,phrase}',
+			       paidb.snapshot(f) #> '{status,attemptStatus,completionStatus,type}'
+			  FROM paidb.framework f WHERE name = '$n'});
 		is("$state $code $phrase", 'FAILED -1100 CreateFrameworkPermanentFailed',
 			"$perm{$n}{status}: $n failed with -1100 CreateFrameworkPermanentFailed");
 		is_deeply(decode_json($type), { name => 'Failed', attributes => ['Permanent'] },

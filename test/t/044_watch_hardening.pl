@@ -280,8 +280,8 @@ my $mem_factor = $ENV{PAIDB_TEST_MEMORY_FACTOR} // 1;
 	ok(poll($node, q{SELECT state = 'watching' FROM paidb.status() WHERE worker = 'framework watcher'}),
 		'the watcher watches on');
 	is(worker_pid($node, 'framework watcher'), $wpid2, 'the framework watcher did not restart');
-	is(query($node, q{SELECT count(*) FROM paidb.framework WHERE name = 'nscjob1'
-	                    AND snapshot->'status'->'attemptStatus' ? 'taskRoleStatusesCompressed'}), '0',
+	is(query($node, q{SELECT count(*) FROM paidb.framework f WHERE name = 'nscjob1'
+	                    AND paidb.snapshot(f)->'status'->'attemptStatus' ? 'taskRoleStatusesCompressed'}), '0',
 		'nothing of the bomb was stored');
 	ok(poll($node, $kept), 'the job is untouched');
 }

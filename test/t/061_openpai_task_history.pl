@@ -40,7 +40,7 @@ is(query($node, qq{SELECT count(DISTINCT pod_uid) FROM paidb.task_history WHERE 
 is(query($node, qq{SELECT count(*) FROM paidb.task_history h
 	WHERE h.framework_name = '$name' AND h.task_uid IN (
 	  SELECT t->>'instanceUID' FROM paidb.framework f,
-	    jsonb_array_elements(f.snapshot #> '{status,attemptStatus,taskRoleStatuses}') r,
+	    jsonb_array_elements(paidb.snapshot(f) #> '{status,attemptStatus,taskRoleStatuses}') r,
 	    jsonb_array_elements(r->'taskStatuses') t WHERE f.name = '$name')}), '6',
 	'task_uid is the task status instanceUID of the job');
 is(query($node, qq{SELECT string_agg(DISTINCT (snapshot #>> '{status,attemptStatus,completionStatus,code}'), ',')
@@ -48,8 +48,8 @@ is(query($node, qq{SELECT string_agg(DISTINCT (snapshot #>> '{status,attemptStat
 	'the recorded attempts carry their completion status');
 
 # The rest-server's query (models/v2/task.js) through the view.
-my $uid = query($node, qq{SELECT snapshot #>> '{status,attemptStatus,taskRoleStatuses,1,taskStatuses,1,instanceUID}'
-	FROM paidb.framework WHERE name = '$name'});
+my $uid = query($node, qq{SELECT paidb.snapshot(f) #>> '{status,attemptStatus,taskRoleStatuses,1,taskStatuses,1,instanceUID}'
+	FROM paidb.framework f WHERE name = '$name'});
 is(query($node, qq{SET search_path = openpai;
 	SELECT string_agg((("snapshot")::json #>> '{status,attemptStatus,id}'), ',' ORDER BY "taskAttemptIndex" DESC)
 	  FROM "task_history" AS "task_history"
@@ -58,7 +58,7 @@ is(query($node, qq{SET search_path = openpai;
 
 # Applying the stored snapshot again (as a re-list does) records nothing new.
 my $before = query($node, 'SELECT count(*) FROM paidb.task_history');
-query($node, qq{SELECT paidb.apply_watch_event('MODIFIED', snapshot) FROM paidb.framework WHERE name = '$name'});
+query($node, qq{SELECT paidb.apply_watch_event('MODIFIED', paidb.snapshot(f)) FROM paidb.framework f WHERE name = '$name'});
 is(query($node, 'SELECT count(*) FROM paidb.task_history'), $before, 'the same events again record nothing new');
 
 done_testing();

@@ -545,7 +545,7 @@ my $pids_default0;
 	ok(watcher_passed('b', $fake{b}), "b's watcher has passed crossb's events");
 	my $row_sql = q{SELECT state || ' ' || sub_state || ' ' || cluster || ' ' || placement || ' ' || request_synced
 	    || ' ' || api_server_deleted || ' ' || coalesce(app_exit_code::text, '-') || ' ' || resource_version
-	    || ' ' || md5(snapshot::text) FROM paidb.framework WHERE name = 'crossb'};
+	    || ' ' || md5(paidb.snapshot(f)::text) FROM paidb.framework f WHERE name = 'crossb'};
 	my $row = query($node, $row_sql);
 	like($row, qr/^RUNNING AttemptRunning b 1 true false /, 'crossb: running, synced, in b');
 	is(touched($fake{a}, 'crossb') + touched($fake{c}, 'crossb') + touched($fake{d}, 'crossb'), 0,

@@ -367,8 +367,8 @@ sub rows_of
 	return query($node, q{SELECT string_agg(name || ' ' || coalesce(state, '-') || ' ' || coalesce(sub_state, '-')
 	        || ' ' || request_synced || ' ' || api_server_deleted || ' ' || cluster || ' ' || placement
 	        || ' ' || coalesce(moving_from, '-') || ' ' || request_generation
-	        || ' ' || coalesce(resource_version::text, '-') || ' ' || md5(snapshot::text), E'\n' ORDER BY name)
-	    FROM paidb.framework WHERE name IN ('} . join("', '", @names) . q{')});
+	        || ' ' || coalesce(resource_version::text, '-') || ' ' || md5(paidb.snapshot(f)::text), E'\n' ORDER BY name)
+	    FROM paidb.framework f WHERE name IN ('} . join("', '", @names) . q{')});
 }
 
 # Wait until p's framework watcher has passed everything fake P holds now.

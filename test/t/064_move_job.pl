@@ -500,8 +500,8 @@ sub fakes_empty
 	    FROM paidb.framework WHERE name = '$n'"), "$n: synced in B, held WAITING there");
 	ok(watcher_passed('b', $fake{b}), "$n: b's watcher has passed B's copy");
 	my $row_sql = q{SELECT state || ' ' || sub_state || ' ' || cluster || ' ' || placement || ' '
-	    || coalesce(app_exit_code::text, '-') || ' ' || resource_version || ' ' || md5(snapshot::text)
-	    FROM paidb.framework WHERE name = 'moveforce'};
+	    || coalesce(app_exit_code::text, '-') || ' ' || resource_version || ' ' || md5(paidb.snapshot(f)::text)
+	    FROM paidb.framework f WHERE name = 'moveforce'};
 	my $row = query($node, $row_sql);
 
 	# A back, but its deletes of the old copy answered 503: the old copy
@@ -564,8 +564,8 @@ sub fakes_empty
 	my $copy = fake_framework($fake{a}, $n);
 	is(($copy // {})->{metadata}{labels}{'paidb.io/placement'}, '1', "$n: A has a copy of placement 1");
 	my $row_sql = q{SELECT state || ' ' || sub_state || ' ' || cluster || ' ' || placement || ' '
-	    || coalesce(moving_from, '-') || ' ' || resource_version || ' ' || md5(snapshot::text)
-	    FROM paidb.framework WHERE name = 'movelate'};
+	    || coalesce(moving_from, '-') || ' ' || resource_version || ' ' || md5(paidb.snapshot(f)::text)
+	    FROM paidb.framework f WHERE name = 'movelate'};
 	ok(watcher_passed('b', $fake{b}), "$n: b's watcher has passed B's copy");
 	my $row = query($node, $row_sql);
 	ok(wait_until(sub { !fake_framework($fake{a}, $n) }, 30), "$n: A's late copy is deleted by the default cluster's sync worker")

@@ -171,8 +171,10 @@ is(scalar(grep { is_list($_) } requests_since(0)), 2, '0.2 listed frameworks and
 
 my @unsent_02 = unsent_retry_02();
 # The jobs' rows as 0.2 left them (what the update must keep).
-my $rows_sql = q{SELECT md5(string_agg(concat_ws(' ', name, state, sub_state, request_generation, request_synced,
-    submission_time, retries, api_server_deleted, snapshot::text), ',' ORDER BY name)) FROM paidb.framework WHERE name IN ('}
+# (f.snapshot: the column in 0.2, the function paidb.snapshot(f) from 0.3)
+my $rows_sql = q{SET search_path = paidb, pg_catalog;
+  SELECT md5(string_agg(concat_ws(' ', name, state, sub_state, request_generation, request_synced,
+    submission_time, retries, api_server_deleted, f.snapshot::text), ',' ORDER BY name)) FROM paidb.framework f WHERE name IN ('}
   . join("', '", @existing) . q{')};
 my $rows_before = query($node, $rows_sql);
 

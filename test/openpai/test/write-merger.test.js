@@ -35,7 +35,7 @@ for (const version of ['5', '6']) {
     let wm;
     const row = async (name) => {
       const [r] = await sequelize.query(
-        'SELECT request_generation, request_synced, submission_time, snapshot, execution_type FROM paidb.framework WHERE name = $1',
+        'SELECT request_generation, request_synced, submission_time, paidb.snapshot(f) AS snapshot, execution_type FROM paidb.framework f WHERE name = $1',
         { bind: [name], type: 'SELECT' },
       );
       return r;

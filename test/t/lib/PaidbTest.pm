@@ -557,7 +557,7 @@ sub state_path
 sub col
 {
 	my ($node, $name, $expr) = @_;
-	return query($node, "SELECT $expr FROM paidb.framework WHERE name = '$name'");
+	return query($node, "SELECT $expr FROM paidb.framework f WHERE name = '$name'");
 }
 
 # The pid of a paidb worker ('sync', 'framework watcher', 'event watcher'), or 0.
