@@ -40,3 +40,17 @@ SELECT paidb.decompress_snapshot('{"metadata": {}}');
 -- corrupt data is refused with a clear error
 SELECT paidb.decompress_snapshot('{"status": {"attemptStatus": {"taskRoleStatusesCompressed": "not base64!"}}}');
 SELECT paidb.decompress_snapshot('{"status": {"attemptStatus": {"taskRoleStatusesCompressed": "aGVsbG8="}}}');
+-- the decompressed array is parsed into place as jsonb_in parses it
+-- (whitespace, numbers, escapes, nesting), the other members kept
+SELECT paidb.decompress_snapshot(s) #> '{status,attemptStatus,taskRoleStatuses}'
+         = ' [{"name":"w","taskStatuses":[{"index":0,"state":"Completed","n":1.5e3,"u":"\u00e9\n","deep":{"a":[1,[2,{"b":null}]]}}]}, true, "x"] '::jsonb AS same_as_jsonb_in,
+       paidb.decompress_snapshot(s) - 'status' = s - 'status' AS rest_kept,
+       (paidb.decompress_snapshot(s) #> '{status,attemptStatus}') - 'taskRoleStatuses'
+         = (s #> '{status,attemptStatus}') - 'taskRoleStatusesCompressed' AS attempt_kept,
+       paidb.decompress_snapshot(s) #> '{status,state}' AS state
+  FROM (SELECT '{"metadata": {"name": "a"}, "status": {"state": "AttemptCompleted", "attemptStatus": {"id": 3, "zz": 1, "taskRoleStatusesCompressed": "H4sIAAAAAAACAxXMsQoCMRCE4d6nCFMvklMs3NZHsLxLEckWYm49TIIHIe/u2s73M+7g5g6Nq4DxBaHG8rrXWFuRAjZ7apId7AnF5n92e69blirJcgVPx4ucCc1kad7LdVGDJLKBO6KdTDSfqOMB1pbzCGGMMMjVTxNy2BHcD/KnOG6HAAAA"}}}'::jsonb) AS t(s);
+-- gzip of JSON that is not an array, of truncated JSON, of text, of JSON with trailing text
+SELECT paidb.decompress_snapshot('{"status": {"attemptStatus": {"taskRoleStatusesCompressed": "H4sIAAAAAAACA6tWykvMTVWyUipXqgUAVPTdlQwAAAA="}}}');
+SELECT paidb.decompress_snapshot('{"status": {"attemptStatus": {"taskRoleStatusesCompressed": "H4sIAAAAAAACA4uuVspLzE1VslJQKlfSAQByBfLrDgAAAA=="}}}');
+SELECT paidb.decompress_snapshot('{"status": {"attemptStatus": {"taskRoleStatusesCompressed": "H4sIAAAAAAACA8vLL1HIKs7PAwBmy4zGCAAAAA=="}}}');
+SELECT paidb.decompress_snapshot('{"status": {"attemptStatus": {"taskRoleStatusesCompressed": "H4sIAAAAAAACA4uuVspLzE1VslIqV6qNVSgpSszMycxLBwBxhMjEFwAAAA=="}}}');

@@ -8,6 +8,7 @@
 #include "postgres.h"
 
 #include "common/jsonapi.h"
+#include "miscadmin.h"
 #include "lib/stringinfo.h"
 #include "mb/pg_wchar.h"
 #include "utils/builtins.h"
@@ -116,55 +117,6 @@ push_member(JsonbParseState **st, const char *key, int keylen, JsonbValue *val)
 	pushJsonbValue(st, WJB_VALUE, val);
 }
 
-/*
- * Copy a top-level object replacing or removing the named members.
- */
-JsonbValue *
-jb_object_replace(JsonbContainer *obj, int nkeys, const char *const *keys,
-				  JsonbValue *const *vals)
-{
-	JsonbParseState *st = NULL;
-	int			i;
-
-	pushJsonbValue(&st, WJB_BEGIN_OBJECT, NULL);
-	if (obj != NULL && JsonContainerIsObject(obj))
-	{
-		JsonbIterator *it = JsonbIteratorInit(obj);
-		JsonbValue	v;
-		JsonbIteratorToken tok;
-		bool		skip = false;
-		char	   *curkey = NULL;
-		int			curlen = 0;
-
-		while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
-		{
-			if (tok == WJB_KEY)
-			{
-				skip = false;
-				for (i = 0; i < nkeys; i++)
-				{
-					if (v.val.string.len == (int) strlen(keys[i]) &&
-						memcmp(v.val.string.val, keys[i], v.val.string.len) == 0)
-					{
-						skip = true;
-						break;
-					}
-				}
-				curkey = v.val.string.val;
-				curlen = v.val.string.len;
-			}
-			else if (tok == WJB_VALUE && !skip)
-				push_member(&st, curkey, curlen, &v);
-		}
-	}
-	for (i = 0; i < nkeys; i++)
-	{
-		if (vals[i] != NULL)
-			push_member(&st, keys[i], strlen(keys[i]), vals[i]);
-	}
-	return pushJsonbValue(&st, WJB_END_OBJECT, NULL);
-}
-
 /* Two containers hold equal JSON. */
 bool
 jb_container_equal(JsonbContainer *a, JsonbContainer *b)
@@ -181,6 +133,14 @@ typedef struct JbBuild
 	JsonLexContext *lex;
 	JsonbParseState *state;
 	JsonbValue *result;
+	/* jb_from_text_adding: a member added to the object at a path */
+	int			add_npath;
+	const char *const *add_path;
+	const char *add_key;
+	JsonbValue *add_value;
+	int			depth;			/* containers open */
+	int			on_path;		/* the first on_path of them lie on add_path */
+	const char *lastkey;		/* the key whose value comes next */
 } JbBuild;
 
 /* A string's length, if jsonb can hold it (as jsonb_in checks) */
@@ -202,6 +162,11 @@ jb_build_object_start(void *arg)
 {
 	JbBuild    *b = arg;
 
+	b->depth++;
+	if (b->add_key != NULL && b->on_path == b->depth - 1 &&
+		(b->depth == 1 || (b->depth - 1 <= b->add_npath && b->lastkey != NULL &&
+						   strcmp(b->lastkey, b->add_path[b->depth - 2]) == 0)))
+		b->on_path = b->depth;
 	b->result = pushJsonbValue(&b->state, WJB_BEGIN_OBJECT, NULL);
 }
 
@@ -211,6 +176,17 @@ jb_build_object_end(void *arg)
 {
 	JbBuild    *b = arg;
 
+	if (b->add_key != NULL && b->on_path == b->depth && b->depth == b->add_npath + 1)
+	{
+		JsonbValue	k;
+
+		jb_string_value(&k, b->add_key);
+		pushJsonbValue(&b->state, WJB_KEY, &k);
+		pushJsonbValue(&b->state, WJB_VALUE, b->add_value);
+	}
+	if (b->on_path == b->depth)
+		b->on_path--;
+	b->depth--;
 	b->result = pushJsonbValue(&b->state, WJB_END_OBJECT, NULL);
 }
 
@@ -220,6 +196,7 @@ jb_build_array_start(void *arg)
 {
 	JbBuild    *b = arg;
 
+	b->depth++;
 	b->result = pushJsonbValue(&b->state, WJB_BEGIN_ARRAY, NULL);
 }
 
@@ -229,6 +206,7 @@ jb_build_array_end(void *arg)
 {
 	JbBuild    *b = arg;
 
+	b->depth--;
 	b->result = pushJsonbValue(&b->state, WJB_END_ARRAY, NULL);
 }
 
@@ -243,6 +221,7 @@ jb_build_field(void *arg, char *fname, bool isnull)
 	v.val.string.len = jb_string_len(strlen(fname));
 	v.val.string.val = fname;
 	b->result = pushJsonbValue(&b->state, WJB_KEY, &v);
+	b->lastkey = fname;
 }
 
 /*
@@ -306,14 +285,165 @@ jb_build_scalar(void *arg, char *token, JsonTokenType type)
 		b->result = pushJsonbValue(&b->state, WJB_VALUE, &v);
 }
 
+/* The parser callbacks that build jsonb into b. */
+static void
+jb_build_actions(JsonSemAction *sem, JbBuild *b)
+{
+	memset(sem, 0, sizeof(*sem));
+	sem->semstate = b;
+	sem->object_start = jb_build_object_start;
+	sem->object_end = jb_build_object_end;
+	sem->array_start = jb_build_array_start;
+	sem->array_end = jb_build_array_end;
+	sem->object_field_start = jb_build_field;
+	sem->scalar = jb_build_scalar;
+}
+
+/*
+ * Parse JSON text straight into a parse state, as the value of the member
+ * just pushed (the large-text parser's callbacks).  Syntax errors are
+ * returned, not raised; *st is then unusable.
+ */
+static JsonParseErrorType
+push_json_text(JsonbParseState **st, const char *text, int len)
+{
+	JsonSemAction sem;
+	JbBuild		b;
+	JsonParseErrorType rc;
+
+	memset(&b, 0, sizeof(b));
+	b.lex = makeJsonLexContextCstringLen((char *) text, len, GetDatabaseEncoding(), true);
+	b.state = *st;
+	jb_build_actions(&sem, &b);
+	rc = pg_parse_json(b.lex, &sem);
+	*st = b.state;
+	return rc;
+}
+
+/*
+ * Push a copy of object obj (NULL: {}) with the edit applied to the object
+ * npath keys below it (created when missing).  Each container is unpacked
+ * once on the way, so an edit deep inside a large object costs one copy of
+ * it rather than one per level.  False when the edit's JSON text is not
+ * valid JSON.
+ */
+static bool
+push_object_edited(JsonbParseState **st, JsonbContainer *obj, int npath, const char *const *path,
+				   const JbMemberEdit *edit, JsonbValue **result)
+{
+	bool		found = false;
+	int			i;
+
+	check_stack_depth();
+	pushJsonbValue(st, WJB_BEGIN_OBJECT, NULL);
+	if (obj != NULL && JsonContainerIsObject(obj))
+	{
+		JsonbIterator *it = JsonbIteratorInit(obj);
+		JsonbValue	v;
+		JsonbIteratorToken tok;
+		char	   *curkey = NULL;
+		int			curlen = 0;
+
+		while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+		{
+			bool		named = false;
+
+			if (tok == WJB_KEY)
+			{
+				curkey = v.val.string.val;
+				curlen = v.val.string.len;
+				continue;
+			}
+			if (tok != WJB_VALUE)
+				continue;
+			if (npath > 0)
+				named = curlen == (int) strlen(path[0]) && memcmp(curkey, path[0], curlen) == 0;
+			else
+			{
+				for (i = 0; i < edit->nkeys && !named; i++)
+					named = curlen == (int) strlen(edit->keys[i]) && memcmp(curkey, edit->keys[i], curlen) == 0;
+				if (!named && edit->json_key != NULL)
+					named = curlen == (int) strlen(edit->json_key) &&
+						memcmp(curkey, edit->json_key, curlen) == 0;
+			}
+			if (!named)
+				push_member(st, curkey, curlen, &v);
+			else if (npath > 0 && !found)
+			{
+				JsonbValue	k;
+
+				found = true;
+				jb_string_value(&k, path[0]);
+				pushJsonbValue(st, WJB_KEY, &k);
+				if (!push_object_edited(st, v.type == jbvBinary ? v.val.binary.data : NULL,
+										npath - 1, path + 1, edit, result))
+					return false;
+			}
+		}
+	}
+	if (npath > 0 && !found)
+	{
+		JsonbValue	k;
+
+		jb_string_value(&k, path[0]);
+		pushJsonbValue(st, WJB_KEY, &k);
+		if (!push_object_edited(st, NULL, npath - 1, path + 1, edit, result))
+			return false;
+	}
+	if (npath == 0)
+	{
+		for (i = 0; i < edit->nkeys; i++)
+		{
+			if (edit->vals[i] != NULL)
+				push_member(st, edit->keys[i], strlen(edit->keys[i]), edit->vals[i]);
+		}
+		if (edit->json_key != NULL)
+		{
+			JsonbValue	k;
+
+			jb_string_value(&k, edit->json_key);
+			pushJsonbValue(st, WJB_KEY, &k);
+			if (push_json_text(st, edit->json, edit->json_len) != JSON_SUCCESS)
+				return false;
+		}
+	}
+	*result = pushJsonbValue(st, WJB_END_OBJECT, NULL);
+	return true;
+}
+
+/* See jsonb_util.h. */
+JsonbValue *
+jb_object_edit(JsonbContainer *obj, int npath, const char *const *path, const JbMemberEdit *edit)
+{
+	JsonbParseState *st = NULL;
+	JsonbValue *result = NULL;
+
+	if (!push_object_edited(&st, obj, npath, path, edit, &result))
+		return NULL;
+	return result;
+}
+
+/*
+ * Copy a top-level object replacing or removing the named members.
+ */
+JsonbValue *
+jb_object_replace(JsonbContainer *obj, int nkeys, const char *const *keys,
+				  JsonbValue *const *vals)
+{
+	JbMemberEdit edit = {nkeys, keys, vals, NULL, NULL, 0};
+
+	return jb_object_edit(obj, 0, NULL, &edit);
+}
+
 /*
  * Large text: the same parse as jsonb_in, but the parser's tokens and value
  * tree live in a context of their own, freed as soon as the jsonb is built
  * (in the caller's context), so a 50 MB object costs its text, one tree and
  * the result at the peak, and only the result after.
  */
-Jsonb *
-jb_from_large_text(const char *text, int len)
+static Jsonb *
+jb_build_from_text(const char *text, int len, int add_npath, const char *const *add_path,
+				   const char *add_key, JsonbValue *add_value)
 {
 	MemoryContext caller = CurrentMemoryContext;
 	MemoryContext parse_cxt = AllocSetContextCreate(caller, "paidb large JSON parse",
@@ -324,20 +454,32 @@ jb_from_large_text(const char *text, int len)
 
 	MemoryContextSwitchTo(parse_cxt);
 	memset(&b, 0, sizeof(b));
-	memset(&sem, 0, sizeof(sem));
 	b.lex = makeJsonLexContextCstringLen((char *) text, len, GetDatabaseEncoding(), true);
-	sem.semstate = &b;
-	sem.object_start = jb_build_object_start;
-	sem.object_end = jb_build_object_end;
-	sem.array_start = jb_build_array_start;
-	sem.array_end = jb_build_array_end;
-	sem.object_field_start = jb_build_field;
-	sem.scalar = jb_build_scalar;
+	b.add_npath = add_npath;
+	b.add_path = add_path;
+	b.add_key = add_key;
+	b.add_value = add_value;
+	jb_build_actions(&sem, &b);
 	pg_parse_json_or_ereport(b.lex, &sem);
 	MemoryContextSwitchTo(caller);
 	out = JsonbValueToJsonb(b.result);
 	MemoryContextDelete(parse_cxt);
 	return out;
+}
+
+/* See jsonb_util.h. */
+Jsonb *
+jb_from_large_text(const char *text, int len)
+{
+	return jb_build_from_text(text, len, 0, NULL, NULL, NULL);
+}
+
+/* See jsonb_util.h. */
+Jsonb *
+jb_from_text_adding(const char *text, int len, int npath, const char *const *path,
+					const char *key, JsonbValue *value)
+{
+	return jb_build_from_text(text, len, npath, path, key, value);
 }
 
 /*

@@ -37,6 +37,29 @@ extern void jb_container_value(JsonbValue *v, JsonbContainer *jc);
 extern JsonbValue *jb_object_replace(JsonbContainer *obj, int nkeys,
 									 const char *const *keys, JsonbValue *const *vals);
 
+/*
+ * An edit of an object's members: keys[i] set to vals[i] (removed when
+ * vals[i] is NULL), and, when json_key is set, that member set to the JSON
+ * text json (json_len bytes), parsed straight into place.
+ */
+typedef struct JbMemberEdit
+{
+	int			nkeys;
+	const char *const *keys;
+	JsonbValue *const *vals;
+	const char *json_key;
+	const char *json;
+	int			json_len;
+} JbMemberEdit;
+
+/*
+ * Copy object obj (NULL: {}) with the edit applied to the object found npath
+ * keys below it (path; created when missing), copying the whole once.
+ * NULL when the edit's JSON text is not valid JSON.
+ */
+extern JsonbValue *jb_object_edit(JsonbContainer *obj, int npath, const char *const *path,
+								  const JbMemberEdit *edit);
+
 /* Two containers hold equal JSON. */
 extern bool jb_container_equal(JsonbContainer *a, JsonbContainer *b);
 
@@ -44,6 +67,13 @@ extern bool jb_container_equal(JsonbContainer *a, JsonbContainer *b);
 extern Jsonb *jb_from_text(const char *text, int len);
 /* jb_from_text's own parser for large text (as jsonb_in, tree freed early) */
 extern Jsonb *jb_from_large_text(const char *text, int len);
+/*
+ * Parse JSON text into jsonb adding member key = value (a scalar) to the
+ * object found npath keys below the root (path), if there is one: the same
+ * as parsing and then setting it, in one pass.
+ */
+extern Jsonb *jb_from_text_adding(const char *text, int len, int npath, const char *const *path,
+								  const char *key, JsonbValue *value);
 
 /* Serialise a container as compact JSON text (palloc'd). */
 extern char *jb_to_text(JsonbContainer *jc, int estimated_len);

@@ -406,14 +406,10 @@ paidb_decompress_snapshot_internal(Jsonb *snapshot, char **error)
 	char	   *raw;
 	int			rawlen;
 	StringInfoData json;
-	JsonLexContext *lex;
-	Jsonb	   *statuses;
-	JsonbValue	arrval;
-	JsonbValue *newattempt;
-	JsonbValue	attemptval;
-	JsonbValue *newstatus;
-	JsonbValue	statusval;
-	JsonbValue *vals[2];
+	int			i;
+	JsonbValue *edited;
+	JbMemberEdit edit = {1, (const char *[]) {"taskRoleStatusesCompressed"},
+		(JsonbValue *[]) {NULL}, "taskRoleStatuses", NULL, 0};
 
 	*error = NULL;
 	status = jb_get_object(&snapshot->root, 1, (const char *[]) {"status"});
@@ -439,32 +435,30 @@ paidb_decompress_snapshot_internal(Jsonb *snapshot, char **error)
 	if (!gunzip(raw, rawlen, &json, error))
 		return NULL;
 
-	/* validate without raising, so bad data cannot stall a watcher */
-	lex = makeJsonLexContextCstringLen(json.data, json.len, GetDatabaseEncoding(), true);
-	if (pg_parse_json(lex, &nullSemAction) != JSON_SUCCESS)
+	/*
+	 * Parsed straight into the copy of the snapshot (one pass, errors
+	 * returned rather than raised, so bad data cannot stall a watcher).
+	 */
+	for (i = 0; i < json.len && strchr(" \t\n\r", json.data[i]) != NULL; i++)
+		;
+	if (i == json.len || json.data[i] != '[')
+	{
+		JsonLexContext *lex = makeJsonLexContextCstringLen(json.data, json.len, GetDatabaseEncoding(), true);
+
+		*error = pg_parse_json(lex, &nullSemAction) == JSON_SUCCESS ?
+			"taskRoleStatusesCompressed does not hold a JSON array" :
+			"taskRoleStatusesCompressed does not hold valid JSON";
+		return NULL;
+	}
+	edit.json = json.data;
+	edit.json_len = json.len;
+	edited = jb_object_edit(&snapshot->root, 2, (const char *[]) {"status", "attemptStatus"}, &edit);
+	if (edited == NULL)
 	{
 		*error = "taskRoleStatusesCompressed does not hold valid JSON";
 		return NULL;
 	}
-	statuses = jb_from_text(json.data, json.len);
-	if (!JB_ROOT_IS_ARRAY(statuses) || JB_ROOT_IS_SCALAR(statuses))
-	{
-		*error = "taskRoleStatusesCompressed does not hold a JSON array";
-		return NULL;
-	}
-
-	jb_container_value(&arrval, &statuses->root);
-	vals[0] = &arrval;
-	vals[1] = NULL;
-	newattempt = jb_object_replace(attempt, 2,
-								   (const char *[]) {"taskRoleStatuses", "taskRoleStatusesCompressed"},
-								   vals);
-	jb_container_value(&attemptval, &JsonbValueToJsonb(newattempt)->root);
-	vals[0] = &attemptval;
-	newstatus = jb_object_replace(status, 1, (const char *[]) {"attemptStatus"}, vals);
-	jb_container_value(&statusval, &JsonbValueToJsonb(newstatus)->root);
-	vals[0] = &statusval;
-	return JsonbValueToJsonb(jb_object_replace(&snapshot->root, 1, (const char *[]) {"status"}, vals));
+	return JsonbValueToJsonb(edited);
 }
 
 /* The requestGeneration of an object's annotations; 1 when absent, -1 if malformed. */

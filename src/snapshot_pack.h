@@ -20,4 +20,11 @@ extern bytea *paidb_pack_snapshot(Jsonb *snapshot, text *job_config);
 /* Unpack what paidb_pack_snapshot made, with the same row's job_config. */
 extern Jsonb *paidb_unpack_snapshot(bytea *packed, text *job_config);
 
+/*
+ * Remember up to budget bytes of packed snapshots and what they unpack to,
+ * in this process (the framework watcher: its next update of a job unpacks
+ * what it packed).  Off (0) unless a worker turns it on.
+ */
+extern void paidb_snapshot_cache_enable(Size budget);
+
 #endif							/* PAIDB_SNAPSHOT_PACK_H */

@@ -54,6 +54,7 @@
 #include "k8s_client.h"
 #include "k8s_objects.h"
 #include "k8s_watch.h"
+#include "snapshot_pack.h"
 #include "spi_plan.h"
 #include "worker_common.h"
 #include "worker_watch.h"
@@ -1682,11 +1683,19 @@ reflector_main(const WatcherDef *def)
 	}
 }
 
+/*
+ * What the framework watcher keeps of the snapshots it packed: 32 MB, a
+ * few thousand typical running jobs (~7 KB each) or a few of 1,000 tasks
+ */
+#define PAIDB_WATCHER_SNAPSHOT_CACHE_BYTES	(32 * 1024 * 1024)
+
 /* The framework watcher's entry point. */
 void
 paidb_framework_watcher_main(Datum main_arg)
 {
 	paidb_worker_startup(PAIDB_WORKER_FRAMEWORK_WATCHER);
+	/* each update of a job unpacks what the previous one packed */
+	paidb_snapshot_cache_enable(PAIDB_WATCHER_SNAPSHOT_CACHE_BYTES);
 	reflector_main(&framework_watcher);
 }
 

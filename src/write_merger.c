@@ -784,12 +784,17 @@ paidb_stop_framework(PG_FUNCTION_ARGS)
 	return (Datum) 0;
 }
 
-/* The status of a watched object, task role statuses decompressed. */
-static JsonbValue *
-watched_status(Jsonb *object, const char *name)
+/*
+ * The snapshot a watched framework makes with the stored request: composed
+ * first, while the object's task role statuses are still compressed and
+ * small, then decompressed, so the large statuses are built only once.
+ */
+static Jsonb *
+watched_snapshot(Jsonb *request, Jsonb *object, const char *name)
 {
 	char	   *error = NULL;
-	Jsonb	   *decompressed = paidb_decompress_snapshot_internal(object, &error);
+	Jsonb	   *snapshot = paidb_compose_snapshot(&request->root, &object->root, snapshot_status(object));
+	Jsonb	   *decompressed = paidb_decompress_snapshot_internal(snapshot, &error);
 
 	if (decompressed == NULL)
 	{
@@ -799,9 +804,9 @@ watched_status(Jsonb *object, const char *name)
 				 errmsg("cannot decompress task role statuses of framework \"%s\"", name),
 				 errdetail("%s.", error),
 				 errhint("The status is stored with taskRoleStatusesCompressed as received.")));
-		decompressed = object;
+		return snapshot;
 	}
-	return snapshot_status(decompressed);
+	return decompressed;
 }
 
 /* Normalise a watch event type; ERROR for anything that is not one. */
@@ -975,8 +980,7 @@ apply_event(const char *type, Jsonb *object)
 
 	if (strcmp(type, "DELETED") == 0)
 	{
-		JsonbValue *status = watched_status(object, name);
-		Jsonb	   *deleted = paidb_compose_snapshot(&request->root, &object->root, status);
+		Jsonb	   *deleted = watched_snapshot(request, object, name);
 
 		paidb_derive_columns(deleted, &newcols);
 		if (!newcols.completed)
@@ -1001,7 +1005,7 @@ apply_event(const char *type, Jsonb *object)
 		return "deleted";
 	}
 
-	snapshot = paidb_compose_snapshot(&request->root, &object->root, watched_status(object, name));
+	snapshot = watched_snapshot(request, object, name);
 	object_generation = paidb_request_generation(&object->root);
 	synced = (object_generation == row.generation);
 
@@ -1080,7 +1084,7 @@ import_one(Jsonb *object)
 	if (generation <= 0)
 		generation = 1;
 	request = paidb_request_part(&object->root, generation);
-	snapshot = paidb_compose_snapshot(&request->root, &object->root, watched_status(object, name));
+	snapshot = watched_snapshot(request, object, name);
 	created = jb_get_cstring(&object->root, 2, (const char *[]) {"metadata", "creationTimestamp"});
 	if (created)
 		submission_time = DatumGetTimestampTz(DirectFunctionCall3(timestamptz_in,

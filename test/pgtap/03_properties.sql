@@ -116,7 +116,14 @@ CREATE TEMP TABLE packs AS
             FROM generate_series(1, 300) i) g;
 SELECT is((SELECT count(*)::int FROM packs WHERE paidb.unpack_snapshot(paidb.pack_snapshot(d)) IS DISTINCT FROM d),
           0, 'a packed snapshot unpacks to the same jsonb');
-UPDATE packs SET d = jsonb_set(d || '{"metadata": {"annotations": {}}}', '{metadata,annotations,config}', to_jsonb(c));
+-- decoys: "metadata" and "annotations" objects at other depths and in arrays
+UPDATE packs SET d = jsonb_set(d || jsonb_build_object(
+         'metadata', jsonb_build_object('name', 'job' || i, 'labels', pg_temp.rand_json(3, true),
+             'metadata', jsonb_build_object('annotations', jsonb_build_object('x', i)),
+             'annotations', jsonb_build_object('a', pg_temp.rand_json(3, true),
+                 'annotations', jsonb_build_object('metadata', i))),
+         'zz', jsonb_build_array(jsonb_build_object('metadata', jsonb_build_object('annotations', '{}'::jsonb)))),
+       '{metadata,annotations,config}', to_jsonb(c));
 SELECT is((SELECT count(*)::int FROM packs
             WHERE paidb.unpack_snapshot(paidb.pack_snapshot(d, c), c) IS DISTINCT FROM d), 0,
           'with the row''s job config, the config annotation reads back too');
