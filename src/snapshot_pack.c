@@ -14,16 +14,18 @@
 #include <zstd.h>
 
 #include "catalog/pg_type.h"
-#include "common/hashfn.h"
 #include "fmgr.h"
+#include "lib/ilist.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/hsearch.h"
 #include "utils/json.h"
 #include "utils/fmgrprotos.h"
 #include "utils/jsonb.h"
 #include "utils/memutils.h"
 
 #include "jsonb_util.h"
+#include "k8s_objects.h"
 #include "snapshot_dict.h"
 #include "snapshot_pack.h"
 
@@ -50,40 +52,47 @@ static ZSTD_DDict *pack_ddict = NULL;
  * Unpacking parses the JSON text again (~35 us for a typical snapshot,
  * ~3 ms for one of 1,000 tasks), and the framework watcher's next update
  * of a job unpacks what its previous update of that job packed.  So a
- * worker that asks for it (paidb_snapshot_cache_enable) remembers what it
- * packed and unpacked last: unpacking is a function of the packed bytes
- * and the job config, and an entry answers only when both are byte for
- * byte the same.  Direct-mapped by a hash of the packed bytes, within a
- * byte budget; other backends keep nothing.
+ * worker that asks for it (paidb_snapshot_cache_enable) remembers, for
+ * each job, the packed snapshot it last stored or read and what that
+ * unpacks to: one entry per job, least recently used dropped first when
+ * over the byte budget.  Unpacking is a function of the packed bytes and
+ * the job config, and an entry answers only when both are byte for byte
+ * the ones it was made from (a write rolled back leaves an entry that
+ * never answers again).  Other backends keep nothing.
  */
-#define UNPACK_CACHE_SLOTS	4096
-
-typedef struct UnpackCacheEntry
+typedef struct SnapshotCacheEntry
 {
+	char		name[PAIDB_FRAMEWORK_NAME_SIZE];	/* hash key */
 	bytea	   *packed;
-	text	   *config;			/* NULL: unpacked without a job config */
+	text	   *config;			/* NULL: packed with the config inside */
 	Jsonb	   *snapshot;
 	Size		bytes;
-} UnpackCacheEntry;
+	dlist_node	lru;			/* most recently used at the head */
+} SnapshotCacheEntry;
 
-static UnpackCacheEntry unpack_cache[UNPACK_CACHE_SLOTS];
-static MemoryContext unpack_cache_cxt = NULL;
-static Size unpack_cache_budget = 0;
-static Size unpack_cache_bytes = 0;
-static int	unpack_cache_hand = 0;	/* the next slot to evict when over budget */
+static HTAB *snapshot_cache = NULL;
+static dlist_head snapshot_cache_lru = DLIST_STATIC_INIT(snapshot_cache_lru);
+static MemoryContext snapshot_cache_cxt = NULL;
+static Size snapshot_cache_budget = 0;
+static Size snapshot_cache_bytes = 0;
 
 /* See snapshot_pack.h. */
 void
 paidb_snapshot_cache_enable(Size budget)
 {
-	unpack_cache_budget = budget;
-}
+	HASHCTL		ctl;
 
-static uint32
-cache_slot(bytea *packed)
-{
-	return hash_bytes((const unsigned char *) VARDATA_ANY(packed), VARSIZE_ANY_EXHDR(packed)) %
-		UNPACK_CACHE_SLOTS;
+	snapshot_cache_budget = budget;
+	if (snapshot_cache != NULL || budget == 0)
+		return;
+	snapshot_cache_cxt = AllocSetContextCreate(TopMemoryContext, "paidb unpacked snapshots",
+											   ALLOCSET_DEFAULT_SIZES);
+	memset(&ctl, 0, sizeof(ctl));
+	ctl.keysize = PAIDB_FRAMEWORK_NAME_SIZE;
+	ctl.entrysize = sizeof(SnapshotCacheEntry);
+	ctl.hcxt = snapshot_cache_cxt;
+	snapshot_cache = hash_create("paidb unpacked snapshots", 1024, &ctl,
+								 HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
 }
 
 static bool
@@ -93,19 +102,6 @@ same_bytes(const struct varlena *a, const struct varlena *b)
 		return a == b;
 	return VARSIZE_ANY_EXHDR(a) == VARSIZE_ANY_EXHDR(b) &&
 		memcmp(VARDATA_ANY(a), VARDATA_ANY(b), VARSIZE_ANY_EXHDR(a)) == 0;
-}
-
-static void
-cache_drop(UnpackCacheEntry *e)
-{
-	if (e->packed == NULL)
-		return;
-	pfree(e->packed);
-	if (e->config != NULL)
-		pfree(e->config);
-	pfree(e->snapshot);
-	unpack_cache_bytes -= e->bytes;
-	memset(e, 0, sizeof(*e));
 }
 
 static struct varlena *
@@ -119,48 +115,74 @@ copy_varlena(const struct varlena *v)
 	return out;
 }
 
-/* Remember that packed (with config) unpacks to snapshot. */
+/* Forget a job's entry. */
 static void
-cache_put(bytea *packed, text *config, Jsonb *snapshot)
+cache_forget(SnapshotCacheEntry *e)
 {
-	UnpackCacheEntry *e;
+	pfree(e->packed);
+	if (e->config != NULL)
+		pfree(e->config);
+	pfree(e->snapshot);
+	snapshot_cache_bytes -= e->bytes;
+	dlist_delete(&e->lru);
+	hash_search(snapshot_cache, e->name, HASH_REMOVE, NULL);
+}
+
+/* Whether the cache is on and can hold a job of this name. */
+static bool
+cache_usable(const char *name)
+{
+	return snapshot_cache != NULL && snapshot_cache_budget > 0 && name != NULL &&
+		strlen(name) < PAIDB_FRAMEWORK_NAME_SIZE;
+}
+
+/* Remember that the job's packed snapshot (with config) unpacks to snapshot. */
+static void
+cache_put(const char *name, bytea *packed, text *config, Jsonb *snapshot)
+{
+	SnapshotCacheEntry *e;
+	bool		found;
 	MemoryContext old;
 	Size		bytes = VARSIZE_ANY(packed) + (config ? VARSIZE_ANY(config) : 0) + VARSIZE(snapshot);
 
-	/* one entry may take a quarter of the budget */
-	if (bytes > unpack_cache_budget / 4)
+	if (!cache_usable(name))
 		return;
-	if (unpack_cache_cxt == NULL)
-		unpack_cache_cxt = AllocSetContextCreate(TopMemoryContext, "paidb unpacked snapshots",
-												 ALLOCSET_DEFAULT_SIZES);
-	e = &unpack_cache[cache_slot(packed)];
-	cache_drop(e);
-	while (unpack_cache_bytes + bytes > unpack_cache_budget)
-	{
-		cache_drop(&unpack_cache[unpack_cache_hand]);
-		unpack_cache_hand = (unpack_cache_hand + 1) % UNPACK_CACHE_SLOTS;
-	}
-	old = MemoryContextSwitchTo(unpack_cache_cxt);
-	e->packed = (bytea *) copy_varlena((struct varlena *) packed);
-	e->config = config ? (text *) copy_varlena((struct varlena *) config) : NULL;
-	e->snapshot = (Jsonb *) copy_varlena((struct varlena *) snapshot);
-	e->bytes = bytes;
-	unpack_cache_bytes += bytes;
+	e = hash_search(snapshot_cache, name, HASH_FIND, NULL);
+	if (e != NULL)
+		cache_forget(e);
+	/* one entry may take a quarter of the budget */
+	if (bytes > snapshot_cache_budget / 4)
+		return;
+	while (snapshot_cache_bytes + bytes > snapshot_cache_budget && !dlist_is_empty(&snapshot_cache_lru))
+		cache_forget(dlist_container(SnapshotCacheEntry, lru, dlist_tail_node(&snapshot_cache_lru)));
+	/* copied before the entry exists: an error leaves no half-made entry */
+	old = MemoryContextSwitchTo(snapshot_cache_cxt);
+	packed = (bytea *) copy_varlena((struct varlena *) packed);
+	config = config ? (text *) copy_varlena((struct varlena *) config) : NULL;
+	snapshot = (Jsonb *) copy_varlena((struct varlena *) snapshot);
 	MemoryContextSwitchTo(old);
+	e = hash_search(snapshot_cache, name, HASH_ENTER, &found);
+	e->packed = packed;
+	e->config = config;
+	e->snapshot = snapshot;
+	e->bytes = bytes;
+	snapshot_cache_bytes += bytes;
+	dlist_push_head(&snapshot_cache_lru, &e->lru);
 }
 
-/* A copy of what packed (with config) unpacks to, if remembered; else NULL. */
+/* A copy of what the job's packed snapshot (with config) unpacks to, if remembered; else NULL. */
 static Jsonb *
-cache_get(bytea *packed, text *config)
+cache_get(const char *name, bytea *packed, text *config)
 {
-	UnpackCacheEntry *e;
+	SnapshotCacheEntry *e;
 
-	if (unpack_cache_budget == 0)
+	if (!cache_usable(name))
 		return NULL;
-	e = &unpack_cache[cache_slot(packed)];
-	if (e->packed == NULL || !same_bytes((struct varlena *) e->packed, (struct varlena *) packed) ||
+	e = hash_search(snapshot_cache, name, HASH_FIND, NULL);
+	if (e == NULL || !same_bytes((struct varlena *) e->packed, (struct varlena *) packed) ||
 		!same_bytes((struct varlena *) e->config, (struct varlena *) config))
 		return NULL;
+	dlist_move_head(&snapshot_cache_lru, &e->lru);
 	return (Jsonb *) copy_varlena((struct varlena *) e->snapshot);
 }
 
@@ -305,8 +327,6 @@ paidb_pack_snapshot(Jsonb *snapshot, text *job_config)
 				 errmsg("could not compress a framework snapshot: %s", ZSTD_getErrorName(written))));
 	SET_VARSIZE(out, VARHDRSZ + PACK_HEADER_BYTES + written);
 	pfree(json);
-	/* the config only matters to unpacking when it was left out */
-	cache_put(out, (flags & PACK_FLAG_NO_CONFIG) ? job_config : NULL, snapshot);
 	return out;
 }
 
@@ -322,10 +342,6 @@ paidb_unpack_snapshot(bytea *packed, text *job_config)
 
 	if (size < PACK_HEADER_BYTES || data[0] != PACK_FORMAT_1 || (data[1] & ~PACK_FLAG_NO_CONFIG) != 0)
 		corrupted("It is not in packed snapshot format 1.");
-	if (!(data[1] & PACK_FLAG_NO_CONFIG))
-		job_config = NULL;
-	if ((snapshot = cache_get(packed, job_config)) != NULL)
-		return snapshot;
 	raw = ZSTD_getFrameContentSize(data + PACK_HEADER_BYTES, size - PACK_HEADER_BYTES);
 	if (raw == ZSTD_CONTENTSIZE_ERROR || raw == ZSTD_CONTENTSIZE_UNKNOWN)
 		corrupted("Its compressed frame has no readable size.");
@@ -354,7 +370,39 @@ paidb_unpack_snapshot(bytea *packed, text *job_config)
 	else
 		snapshot = DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(json)));
 	pfree(json);
-	cache_put(packed, job_config, snapshot);
+	return snapshot;
+}
+
+/* Whether a packed snapshot was packed without its config (flag 1). */
+static bool
+packed_without_config(bytea *packed)
+{
+	return VARSIZE_ANY_EXHDR(packed) >= PACK_HEADER_BYTES &&
+		(((const uint8 *) VARDATA_ANY(packed))[1] & PACK_FLAG_NO_CONFIG) != 0;
+}
+
+/* See snapshot_pack.h. */
+bytea *
+paidb_pack_job_snapshot(const char *name, Jsonb *snapshot, text *job_config)
+{
+	bytea	   *packed = paidb_pack_snapshot(snapshot, job_config);
+
+	/* the config only matters to unpacking when it was left out */
+	cache_put(name, packed, packed_without_config(packed) ? job_config : NULL, snapshot);
+	return packed;
+}
+
+/* See snapshot_pack.h. */
+Jsonb *
+paidb_unpack_job_snapshot(const char *name, bytea *packed, text *job_config)
+{
+	text	   *config = packed_without_config(packed) ? job_config : NULL;
+	Jsonb	   *snapshot = cache_get(name, packed, config);
+
+	if (snapshot != NULL)
+		return snapshot;
+	snapshot = paidb_unpack_snapshot(packed, job_config);
+	cache_put(name, packed, config, snapshot);
 	return snapshot;
 }
 

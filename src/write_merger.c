@@ -299,7 +299,8 @@ lock_framework(const char *name, StoredFramework *row)
 	{
 		Datum		config = SPI_getbinval(tup, desc, 3, &isnull);
 
-		row->snapshot = paidb_unpack_snapshot(DatumGetByteaPP(d), isnull ? NULL : DatumGetTextPP(config));
+		row->snapshot = paidb_unpack_job_snapshot(name, DatumGetByteaPP(d),
+												  isnull ? NULL : DatumGetTextPP(config));
 	}
 	else
 		row->snapshot = DatumGetJsonbPCopy(d);
@@ -314,12 +315,12 @@ lock_framework(const char *name, StoredFramework *row)
 
 /* The snapshot as the row stores it: packed (0.3 on) with the row's job config, or jsonb. */
 static Datum
-stored_snapshot(Jsonb *snapshot, DerivedColumns *cols)
+stored_snapshot(const char *name, Jsonb *snapshot, DerivedColumns *cols)
 {
 	if (!plans_packed)
 		return JsonbPGetDatum(snapshot);
-	return PointerGetDatum(paidb_pack_snapshot(snapshot, cols->nulls[PAIDB_COL_JOB_CONFIG] ? NULL :
-											   DatumGetTextPP(cols->values[PAIDB_COL_JOB_CONFIG])));
+	return PointerGetDatum(paidb_pack_job_snapshot(name, snapshot, cols->nulls[PAIDB_COL_JOB_CONFIG] ? NULL :
+												   DatumGetTextPP(cols->values[PAIDB_COL_JOB_CONFIG])));
 }
 
 /* Insert a new framework row; false if another transaction inserted it first. */
@@ -344,7 +345,7 @@ insert_framework(const char *name, Jsonb *snapshot, TimestampTz submission_time,
 	}
 	values[n] = TimestampTzGetDatum(submission_time);
 	nulls[n++] = ' ';
-	values[n] = stored_snapshot(snapshot, &d);
+	values[n] = stored_snapshot(name, snapshot, &d);
 	nulls[n++] = ' ';
 	values[n] = Int64GetDatum(generation);
 	nulls[n++] = ' ';
@@ -390,7 +391,7 @@ update_framework(const char *name, Jsonb *snapshot, DerivedColumns *cols, int64 
 		values[n] = cols->values[i];
 		nulls[n++] = cols->nulls[i] ? 'n' : ' ';
 	}
-	values[n] = stored_snapshot(snapshot, cols);
+	values[n] = stored_snapshot(name, snapshot, cols);
 	nulls[n++] = ' ';
 	values[n] = Int64GetDatum(generation);
 	nulls[n++] = ' ';
