@@ -12,6 +12,7 @@ OBJS = \
 	src/placement.o \
 	src/worker_launcher.o \
 	src/worker_retention.o \
+	src/snapshot_convert.o \
 	src/job_list.o \
 	src/guc.o \
 	src/merge_patch.o \

@@ -5,6 +5,15 @@
 
 \echo Use "ALTER EXTENSION paidb UPDATE TO '0.3'" to load this file. \quit
 
+-- Every table this update changes, locked at once at the start, the job
+-- table first as every write takes it first: taken as the script goes (a
+-- weaker lock early, a stronger one later on the same table), the update
+-- deadlocked with submissions running meanwhile
+-- (test/t/068_snapshot_conversion.pl).  The update is short: the stored
+-- snapshots are converted after it, in batches.
+LOCK TABLE paidb.framework, paidb.tag, paidb.framework_history, paidb.orphan, paidb.job_summary
+    IN ACCESS EXCLUSIVE MODE;
+
 -- A tag never outlives its job, enforced (SPEC §10): the tag counts of the
 -- openpai rewrites count tags for jobs, and are exact only if every tag has
 -- its job.  0.2 kept that by convention (delete_job deleted the tags
@@ -23,9 +32,10 @@ BEGIN
     END IF;
 END
 $do$;
--- (the unique key (framework_name, name) serves the cascade's look-ups)
+-- (the unique key (framework_name, name) serves the cascade's look-ups;
+-- validated after the update, with paidb.framework's foreign keys)
 ALTER TABLE paidb.tag ADD CONSTRAINT tag_framework_name_fkey
-    FOREIGN KEY (framework_name) REFERENCES paidb.framework (name) ON DELETE CASCADE;
+    FOREIGN KEY (framework_name) REFERENCES paidb.framework (name) ON DELETE CASCADE NOT VALID;
 
 -- pg_trgm is required from 0.3 on (paidb.control: CREATE EXTENSION paidb
 -- CASCADE brings it), so the keyword indexes exist on every install and
@@ -100,14 +110,16 @@ CREATE TABLE paidb.virtual_cluster_placement (
 );
 
 -- Every job belongs to one cluster; 0.2's jobs to 'default'.  A constant
--- default adds the column without rewriting the table.
+-- default adds the column without rewriting the table; the foreign keys
+-- are validated after the update (paidb._finish_snapshot_conversion), by a
+-- scan that blocks no write.
 ALTER TABLE paidb.framework
     ADD COLUMN cluster text NOT NULL DEFAULT 'default',
     ADD COLUMN placement integer NOT NULL DEFAULT 1,
     ADD COLUMN moving_from text;
 ALTER TABLE paidb.framework
-    ADD CONSTRAINT framework_cluster_fkey FOREIGN KEY (cluster) REFERENCES paidb.cluster (name),
-    ADD CONSTRAINT framework_moving_from_fkey FOREIGN KEY (moving_from) REFERENCES paidb.cluster (name),
+    ADD CONSTRAINT framework_cluster_fkey FOREIGN KEY (cluster) REFERENCES paidb.cluster (name) NOT VALID,
+    ADD CONSTRAINT framework_moving_from_fkey FOREIGN KEY (moving_from) REFERENCES paidb.cluster (name) NOT VALID,
     ADD CONSTRAINT framework_placement_check CHECK (placement OPERATOR(pg_catalog.>=) 1);
 -- a cluster's jobs (remove_cluster, cluster_status, a re-list): few distinct
 -- values, which a deduplicated b-tree keeps small
@@ -257,48 +269,187 @@ RETURNS jsonb
 AS 'MODULE_PATHNAME', 'paidb_snapshot_unpack'
 LANGUAGE C IMMUTABLE PARALLEL SAFE;
 
--- Converting: the old column is emptied in the same pass (no second copy
--- of every snapshot), then dropped.  paidb_openpai 0.2's views read it; if
--- they are there it is renamed instead and paidb_openpai's update drops it
--- (run both updates in one transaction: docs/operations.md).
+-- Converting (docs/operations.md, "From 0.2 to 0.3"): the update itself only
+-- adds snapshot_packed and renames 0.2's column to snapshot_0_2, so that
+-- it holds paidb.framework's lock for no longer than the index builds
+-- below.  The retention worker then packs the rows in batches of short
+-- transactions (paidb._convert_snapshot_batch; CALL paidb.convert_snapshots()
+-- does the same in the foreground) and, once every row is packed, drops
+-- snapshot_0_2 (paidb._finish_snapshot_conversion).  Meanwhile
+-- paidb.snapshot(row) reads whichever column holds the row's snapshot, and
+-- every write stores it packed.  A database without rows finishes here.
 ALTER TABLE paidb.framework ADD COLUMN snapshot_packed bytea;
 ALTER TABLE paidb.framework ALTER COLUMN snapshot_packed SET STORAGE EXTERNAL;
 ALTER TABLE paidb.framework ALTER COLUMN snapshot DROP NOT NULL;
-UPDATE paidb.framework
-   SET snapshot_packed = paidb.pack_snapshot(snapshot, job_config), snapshot = NULL;
-ALTER TABLE paidb.framework ALTER COLUMN snapshot_packed SET NOT NULL;
+ALTER TABLE paidb.framework RENAME COLUMN snapshot TO snapshot_0_2;
 ALTER TABLE paidb.framework_history ADD COLUMN snapshot_packed bytea;
 ALTER TABLE paidb.framework_history ALTER COLUMN snapshot_packed SET STORAGE EXTERNAL;
-UPDATE paidb.framework_history
-   SET snapshot_packed = paidb.pack_snapshot(snapshot), snapshot = NULL
- WHERE snapshot IS NOT NULL;
-DO $do$
-DECLARE
-    t text;
-BEGIN
-    FOREACH t IN ARRAY ARRAY['framework', 'framework_history'] LOOP
-        BEGIN
-            EXECUTE pg_catalog.format('ALTER TABLE paidb.%I DROP COLUMN snapshot', t);
-        EXCEPTION WHEN dependent_objects_still_exist THEN
-            EXECUTE pg_catalog.format('ALTER TABLE paidb.%I RENAME COLUMN snapshot TO snapshot_0_2', t);
-            RAISE NOTICE 'paidb.%.snapshot is kept as snapshot_0_2 (empty) while views read it', t
-                USING HINT = 'ALTER EXTENSION paidb_openpai UPDATE drops it; drop your own views of it first.';
-        END;
-    END LOOP;
-END
-$do$;
+ALTER TABLE paidb.framework_history RENAME COLUMN snapshot TO snapshot_0_2;
 -- Rows are now ~1-1.5 KB: the default TOAST target keeps them whole, with
 -- room on the page for HOT updates (fillfactor 75).
 ALTER TABLE paidb.framework RESET (toast_tuple_target);
 
 CREATE FUNCTION paidb.snapshot(f paidb.framework) RETURNS jsonb
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
-RETURN paidb.unpack_snapshot(f.snapshot_packed, f.job_config);
+RETURN COALESCE(paidb.unpack_snapshot(f.snapshot_packed, f.job_config), f.snapshot_0_2);
 COMMENT ON FUNCTION paidb.snapshot(paidb.framework) IS
     'The job''s snapshot as jsonb: f.snapshot for a row f of paidb.framework';
 CREATE FUNCTION paidb.snapshot(h paidb.framework_history) RETURNS jsonb
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
-RETURN paidb.unpack_snapshot(h.snapshot_packed, NULL);
+RETURN COALESCE(paidb.unpack_snapshot(h.snapshot_packed, NULL), h.snapshot_0_2);
 COMMENT ON FUNCTION paidb.snapshot(paidb.framework_history) IS
     'The attempt''s snapshot as jsonb: h.snapshot for a row h of paidb.framework_history';
+
+-- One batch: pack the snapshots of up to batch_size rows of tab
+-- ('framework' or 'framework_history') whose key is after `after` (NULL:
+-- from the start), in key order.  Rows another transaction holds are
+-- skipped (a write stores its row packed anyway; the sweep at the end finds
+-- any left).  Returns the rows packed and the last key read, NULL at the
+-- end of the table.
+CREATE FUNCTION paidb._convert_snapshot_batch(tab text, after text, batch_size integer,
+                                              OUT converted bigint, OUT last_key text)
+LANGUAGE plpgsql
+SECURITY DEFINER SET search_path = pg_catalog, paidb
+AS $fn$
+DECLARE
+    key text := CASE tab WHEN 'framework' THEN 'name' WHEN 'framework_history' THEN 'uid' END;
+    config text := CASE tab WHEN 'framework' THEN 't.job_config' ELSE 'NULL' END;
+BEGIN
+    IF key IS NULL THEN
+        RAISE EXCEPTION 'paidb._convert_snapshot_batch: unknown table "%"', tab
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    converted := 0;
+    IF NOT EXISTS (SELECT 1 FROM pg_attribute
+                    WHERE attrelid = pg_catalog.format('paidb.%I', tab)::regclass
+                      AND attname = 'snapshot_0_2' AND NOT attisdropped) THEN
+        RETURN;     -- nothing to convert (last_key NULL)
+    END IF;
+    EXECUTE pg_catalog.format($q$
+        WITH keys AS (SELECT %1$I AS k, snapshot_0_2 IS NOT NULL AS todo FROM paidb.%2$I
+                       WHERE %1$I > $1 ORDER BY %1$I LIMIT $2),
+             locked AS (SELECT t.%1$I AS k FROM paidb.%2$I t JOIN keys ON keys.k = t.%1$I
+                         WHERE keys.todo FOR UPDATE OF t SKIP LOCKED),
+             packed AS (UPDATE paidb.%2$I t
+                           SET snapshot_packed = COALESCE(t.snapshot_packed,
+                                                          paidb.pack_snapshot(t.snapshot_0_2, %3$s)),
+                               snapshot_0_2 = NULL
+                          FROM locked WHERE t.%1$I = locked.k AND t.snapshot_0_2 IS NOT NULL
+                        RETURNING 1)
+        SELECT (SELECT count(*) FROM packed), (SELECT max(k) FROM keys)$q$, key, tab, config)
+      INTO converted, last_key
+      USING COALESCE(after, ''), batch_size;
+END
+$fn$;
+
+-- The end of the conversion, one step per call, each in the caller's
+-- transaction: 'rows left' while a row is still to pack; then, once each,
+-- a NOT VALID check that snapshot_packed is set ('checking'), its
+-- validation with the foreign keys the update added NOT VALID (a scan that
+-- blocks no write: 'validated'), and the swap ('done'): the final
+-- paidb.snapshot(row), paidb_openpai's views, the old columns dropped and
+-- snapshot_packed NOT NULL (proved by the check, so no scan).  The steps
+-- that take paidb.framework's exclusive lock wait for it at most a second
+-- and answer 'busy' rather than queue submissions behind them; 'kept' when
+-- other views still read snapshot_0_2.
+CREATE FUNCTION paidb._finish_snapshot_conversion() RETURNS text
+LANGUAGE plpgsql
+SECURITY DEFINER SET search_path = pg_catalog, paidb
+AS $fn$
+DECLARE
+    has_check boolean;
+    checked boolean;
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_attribute
+                    WHERE attrelid IN ('paidb.framework'::regclass, 'paidb.framework_history'::regclass)
+                      AND attname = 'snapshot_0_2' AND NOT attisdropped) THEN
+        RETURN 'done';
+    END IF;
+    IF EXISTS (SELECT 1 FROM paidb.framework WHERE snapshot_0_2 IS NOT NULL)
+       OR EXISTS (SELECT 1 FROM paidb.framework_history WHERE snapshot_0_2 IS NOT NULL) THEN
+        RETURN 'rows left';
+    END IF;
+    SELECT true, convalidated INTO has_check, checked FROM pg_constraint
+     WHERE conrelid = 'paidb.framework'::regclass AND conname = 'framework_snapshot_packed_check';
+    BEGIN
+        PERFORM pg_catalog.set_config('lock_timeout', '1s', true);
+        IF has_check IS NULL THEN
+            ALTER TABLE paidb.framework ADD CONSTRAINT framework_snapshot_packed_check
+                CHECK (snapshot_packed IS NOT NULL) NOT VALID;
+            RETURN 'checking';
+        ELSIF NOT checked THEN
+            ALTER TABLE paidb.framework VALIDATE CONSTRAINT framework_snapshot_packed_check;
+            ALTER TABLE paidb.framework VALIDATE CONSTRAINT framework_cluster_fkey;
+            ALTER TABLE paidb.framework VALIDATE CONSTRAINT framework_moving_from_fkey;
+            ALTER TABLE paidb.tag VALIDATE CONSTRAINT tag_framework_name_fkey;
+            RETURN 'validated';
+        END IF;
+        CREATE OR REPLACE FUNCTION paidb.snapshot(f paidb.framework) RETURNS jsonb
+        LANGUAGE sql IMMUTABLE PARALLEL SAFE
+        RETURN paidb.unpack_snapshot(f.snapshot_packed, f.job_config);
+        CREATE OR REPLACE FUNCTION paidb.snapshot(h paidb.framework_history) RETURNS jsonb
+        LANGUAGE sql IMMUTABLE PARALLEL SAFE
+        RETURN paidb.unpack_snapshot(h.snapshot_packed, NULL);
+        IF pg_catalog.to_regprocedure('openpai._define_snapshot_views(boolean)') IS NOT NULL THEN
+            EXECUTE 'SELECT openpai._define_snapshot_views(false)';
+        END IF;
+        ALTER TABLE paidb.framework DROP COLUMN snapshot_0_2;
+        ALTER TABLE paidb.framework_history DROP COLUMN snapshot_0_2;
+        ALTER TABLE paidb.framework ALTER COLUMN snapshot_packed SET NOT NULL;
+        ALTER TABLE paidb.framework DROP CONSTRAINT framework_snapshot_packed_check;
+        RETURN 'done';
+    EXCEPTION
+        WHEN lock_not_available THEN
+            RETURN 'busy';
+        WHEN dependent_objects_still_exist THEN
+            RAISE NOTICE 'paidb.framework.snapshot_0_2 (emptied) is kept while other views read it'
+                USING HINT = 'Make them read paidb.snapshot(row) instead; the column is dropped then.';
+            RETURN 'kept';
+    END;
+END
+$fn$;
+
+-- Every batch in the foreground, with a commit after each (CALL it outside
+-- a transaction block); what the retention worker does on its own.
+CREATE PROCEDURE paidb.convert_snapshots(batch_size integer DEFAULT 500)
+LANGUAGE plpgsql
+AS $fn$
+DECLARE
+    tab text;
+    after text;
+    state text;
+BEGIN
+    LOOP
+        FOREACH tab IN ARRAY ARRAY['framework', 'framework_history'] LOOP
+            after := NULL;
+            LOOP
+                SELECT b.last_key INTO after FROM paidb._convert_snapshot_batch(tab, after, batch_size) b;
+                COMMIT;
+                EXIT WHEN after IS NULL;
+            END LOOP;
+        END LOOP;
+        LOOP
+            state := paidb._finish_snapshot_conversion();
+            COMMIT;
+            EXIT WHEN state NOT IN ('checking', 'validated', 'busy');
+            IF state = 'busy' THEN
+                PERFORM pg_catalog.pg_sleep(1);
+            END IF;
+        END LOOP;
+        EXIT WHEN state IN ('done', 'kept');
+    END LOOP;
+END
+$fn$;
+
+REVOKE ALL ON FUNCTION paidb._convert_snapshot_batch(text, text, integer),
+    paidb._finish_snapshot_conversion() FROM PUBLIC;
+REVOKE ALL ON PROCEDURE paidb.convert_snapshots(integer) FROM PUBLIC;
+
+-- no rows (a fresh install): the end, now
+DO $do$
+BEGIN
+    WHILE paidb._finish_snapshot_conversion() IN ('checking', 'validated') LOOP
+    END LOOP;
+END
+$do$;
 GRANT SELECT (snapshot_packed) ON paidb.framework TO paidb_reader;

@@ -565,8 +565,16 @@ $fn$;
 -- paidb 0.3 stores snapshots packed (paidb.framework.snapshot_packed, issue
 -- 19): the two views read them through paidb.unpack_snapshot, naming the
 -- columns (the views run with the caller's rights, and paidb_reader may
--- read columns, not whole rows).  paidb's update left 0.2's emptied
--- snapshot columns in place while these views read them; they go now.
+-- read columns, not whole rows).  While paidb converts a 0.2 database's
+-- rows after its update, they read 0.2's column snapshot_0_2 where a row is
+-- not packed yet (converting); paidb calls this again, with false, just
+-- before it drops that column.
+CREATE FUNCTION openpai._define_snapshot_views(converting boolean) RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+BEGIN
+    EXECUTE pg_catalog.format($v$
 CREATE OR REPLACE VIEW openpai.frameworks WITH (security_invoker = true) AS
 SELECT f.inserted_at AS "insertedAt",
        s.name,
@@ -598,7 +606,7 @@ SELECT f.inserted_at AS "insertedAt",
        s.app_exit_code AS "appExitCode",
        s.sub_state AS "subState",
        s.state,
-       paidb.unpack_snapshot(f.snapshot_packed, f.job_config)::text AS snapshot,
+       %1$s::text AS snapshot,
        f.request_synced AS "requestSynced",
        f.api_server_deleted AS "apiServerDeleted",
        s.archived,
@@ -621,21 +629,27 @@ SELECT h.inserted_at AS "insertedAt",
        h.framework_name AS "frameworkName",
        h.attempt_index AS "attemptIndex",
        h.history_type AS "historyType",
-       paidb.unpack_snapshot(h.snapshot_packed)::text AS snapshot,
+       %2$s::text AS snapshot,
        h.updated_at AS "updatedAt"
   FROM paidb.framework_history h;
+$v$,
+        CASE WHEN converting
+             THEN 'COALESCE(paidb.unpack_snapshot(f.snapshot_packed, f.job_config), f.snapshot_0_2)'
+             ELSE 'paidb.unpack_snapshot(f.snapshot_packed, f.job_config)' END,
+        CASE WHEN converting
+             THEN 'COALESCE(paidb.unpack_snapshot(h.snapshot_packed), h.snapshot_0_2)'
+             ELSE 'paidb.unpack_snapshot(h.snapshot_packed)' END);
+END
+$fn$;
+REVOKE ALL ON FUNCTION openpai._define_snapshot_views(boolean) FROM PUBLIC;
+SELECT openpai._define_snapshot_views(EXISTS (SELECT 1 FROM pg_catalog.pg_attribute
+    WHERE attrelid = 'paidb.framework'::pg_catalog.regclass AND attname = 'snapshot_0_2' AND NOT attisdropped));
 
+-- paidb's update kept 0.2's column while these views read it: with no rows
+-- left to convert (a fresh install), paidb's conversion ends now.
 DO $do$
-DECLARE
-    t text;
 BEGIN
-    FOREACH t IN ARRAY ARRAY['framework', 'framework_history'] LOOP
-        BEGIN
-            EXECUTE pg_catalog.format('ALTER TABLE paidb.%I DROP COLUMN IF EXISTS snapshot_0_2', t);
-        EXCEPTION WHEN dependent_objects_still_exist THEN
-            RAISE NOTICE 'paidb.%.snapshot_0_2 (emptied by paidb 0.3) is kept: other views read it', t
-                USING HINT = 'Make them read paidb.snapshot(row) instead, then drop the column.';
-        END;
+    WHILE paidb._finish_snapshot_conversion() IN ('checking', 'validated') LOOP
     END LOOP;
 END
 $do$;

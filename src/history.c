@@ -266,8 +266,7 @@ read_history_key(Jsonb *snapshot, HistoryKey *key)
 static SPIPlanPtr
 get_record_plan(void)
 {
-	Oid			nsp = get_namespace_oid("paidb", true);
-	Oid			rel = OidIsValid(nsp) ? get_relname_relid("framework_history", nsp) : InvalidOid;
+	Oid			rel = paidb_lock_table_for_write("framework_history");
 	bool		packed = OidIsValid(rel) && get_attnum(rel, "snapshot_packed") != InvalidAttrNumber;
 
 	if (record_plan != NULL && record_plan_packed != packed)
@@ -282,7 +281,7 @@ get_record_plan(void)
 		BOOLOID, TIMESTAMPTZOID};
 
 		record_plan = paidb_prepare_kept(psprintf(record_sql, packed ? "snapshot_packed" : "snapshot",
-												  packed ? "paidb.unpack_snapshot(h.snapshot_packed, NULL)" :
+												  packed ? "paidb.snapshot(h)" :
 												  "h.snapshot"),
 										 7, argtypes);
 		record_plan_packed = packed;

@@ -9,6 +9,10 @@
 
 #include "executor/spi.h"
 
+#include "catalog/namespace.h"
+#include "nodes/makefuncs.h"
+#include "storage/lmgr.h"
+
 #include "spi_plan.h"
 
 /* Prepare a statement (inside an SPI session) and keep it for the process. */
@@ -23,4 +27,12 @@ paidb_prepare_kept(const char *sql, int nargs, Oid *argtypes)
 	if (SPI_keepplan(plan) != 0)
 		elog(ERROR, "could not keep the plan of \"%s\"", sql);
 	return plan;
+}
+
+/* See spi_plan.h. */
+Oid
+paidb_lock_table_for_write(const char *relname)
+{
+	/* RangeVarGetRelid locks, takes pending invalidations, and re-checks the name */
+	return RangeVarGetRelid(makeRangeVar("paidb", pstrdup(relname), -1), RowExclusiveLock, true);
 }

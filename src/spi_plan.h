@@ -9,4 +9,15 @@
 /* Prepare a statement (inside an SPI session) and keep it for the process. */
 extern SPIPlanPtr paidb_prepare_kept(const char *sql, int nargs, Oid *argtypes);
 
+/*
+ * The OID of table paidb.<relname>, locked in RowExclusiveLock (as a write
+ * to it locks it; held to the end of the transaction), or InvalidOid if
+ * there is no such table.  Kept plans that depend on the table's columns
+ * look at them only after this: the lock waits for an ALTER EXTENSION
+ * UPDATE in progress and takes its catalog changes, so the plans are made
+ * for the columns the statement will see (a plain catalog look-up could
+ * still see the old ones, and the plan then fail once the lock is had).
+ */
+extern Oid	paidb_lock_table_for_write(const char *relname);
+
 #endif							/* PAIDB_SPI_PLAN_H */

@@ -228,6 +228,53 @@ paidb_worker_begin(const char *activity)
 	pgstat_report_activity(STATE_RUNNING, activity);
 }
 
+/* Run one statement in its own transaction (see worker_common.h). */
+bool
+paidb_worker_run_step(PaidbWorkerKind kind, const char *activity,
+					  const char *sql, int nargs, Oid *types,
+					  Datum *args, const char *nulls, char **out, int nout)
+{
+	MemoryContext oldcxt = CurrentMemoryContext;
+	volatile bool ok = true;
+
+	paidb_worker_begin(activity);
+	PG_TRY();
+	{
+		int			i;
+
+		if (SPI_execute_with_args(sql, nargs, types, args, nulls, false, 0) != SPI_OK_SELECT ||
+			SPI_processed != 1)
+			elog(ERROR, "unexpected result from \"%s\"", sql);
+		for (i = 0; i < nout; i++)
+		{
+			char	   *v = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, i + 1);
+
+			out[i] = v ? MemoryContextStrdup(oldcxt, v) : NULL;
+		}
+		paidb_worker_commit();
+		/* paidb_worker_commit leaves the worker's long-lived context current */
+		MemoryContextSwitchTo(oldcxt);
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(oldcxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		AbortCurrentTransaction();
+		pgstat_report_activity(STATE_IDLE, NULL);
+		MemoryContextSwitchTo(oldcxt);
+		ereport(WARNING,
+				(errmsg("%s failed: %s", activity, edata->message)));
+		paidb_worker_report(kind, NULL, NULL, 0, 0, 1, edata->message);
+		FreeErrorData(edata);
+		ok = false;
+	}
+	PG_END_TRY();
+	return ok;
+}
+
 /* End the worker now if the postmaster is gone (nothing is committed). */
 void
 paidb_exit_if_postmaster_died(void)

@@ -40,6 +40,18 @@ extern void paidb_worker_begin(const char *activity);
 extern void paidb_worker_commit(void);
 
 /*
+ * Run one statement that returns one row in its own transaction.  The
+ * row's first nout columns are stored in out[] as text (NULL for SQL NULL),
+ * allocated in the caller's memory context.  On error: log a WARNING
+ * "<activity> failed: <message>", count it in status() for `kind`, and
+ * return false with nothing committed.
+ */
+extern bool paidb_worker_run_step(PaidbWorkerKind kind, const char *activity,
+								  const char *sql, int nargs, Oid *types,
+								  Datum *args, const char *nulls,
+								  char **out, int nout);
+
+/*
  * End the worker at once if the postmaster died, without committing: for
  * loops that do not wait on a latch (WL_EXIT_ON_PM_DEATH covers those).
  */

@@ -21,6 +21,7 @@
 #include "utils/timestamp.h"
 
 #include "guc.h"
+#include "snapshot_convert.h"
 #include "worker_common.h"
 #include "worker_retention.h"
 
@@ -46,9 +47,19 @@ typedef struct RetentionRun
 	int64		events;			/* events deleted */
 } RetentionRun;
 
-/* Sleep on the latch for ms, then handle signals and settings reloads. */
-static void
-retention_sleep(long ms)
+/*
+ * How often the worker looks for snapshots of 0.2 to convert: an ALTER
+ * EXTENSION paidb UPDATE on a running server starts the conversion within
+ * this time, not a retention interval later.
+ */
+#define CONVERSION_CHECK_MS 2000
+
+/*
+ * Sleep on the latch for ms, then handle signals and settings reloads;
+ * true if the latch woke it (a reload or a wake-up).
+ */
+static bool
+retention_wait(long ms)
 {
 	int			rc;
 
@@ -58,6 +69,14 @@ retention_sleep(long ms)
 		ResetLatch(MyLatch);
 	CHECK_FOR_INTERRUPTS();
 	paidb_worker_reload_if_needed();
+	return (rc & WL_LATCH_SET) != 0;
+}
+
+/* retention_wait, as a pause between batches */
+static void
+retention_sleep(long ms)
+{
+	(void) retention_wait(ms);
 }
 
 /* An interval literal of `seconds`, or NULL for 0 (keep forever). */
@@ -68,54 +87,24 @@ age_literal(int seconds)
 }
 
 /*
- * Run one statement in its own transaction; on error log it, count it in
- * status() and return false.  The statement returns one row of int8
- * columns, stored in out[0..nout-1].
+ * Run one statement in its own transaction; false (logged and counted in
+ * status()) on error.  The statement returns one row of int8 columns,
+ * stored in out[0..nout-1] (NULL as 0).
  */
 static bool
 run_step(const char *activity, const char *sql, int nargs, Oid *types,
 		 Datum *args, const char *nulls, int64 *out, int nout)
 {
-	MemoryContext oldcxt = CurrentMemoryContext;
-	volatile bool ok = true;
+	char	   *text[4];
+	int			i;
 
-	paidb_worker_begin(activity);
-	PG_TRY();
-	{
-		int			i;
-
-		if (SPI_execute_with_args(sql, nargs, types, args, nulls, false, 0) != SPI_OK_SELECT ||
-			SPI_processed != 1)
-			elog(ERROR, "unexpected result from \"%s\"", sql);
-		for (i = 0; i < nout; i++)
-		{
-			bool		isnull;
-			Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, i + 1, &isnull);
-
-			out[i] = isnull ? 0 : DatumGetInt64(d);
-		}
-		paidb_worker_commit();
-		/* paidb_worker_commit leaves the worker's long-lived context current */
-		MemoryContextSwitchTo(oldcxt);
-	}
-	PG_CATCH();
-	{
-		ErrorData  *edata;
-
-		MemoryContextSwitchTo(oldcxt);
-		edata = CopyErrorData();
-		FlushErrorState();
-		AbortCurrentTransaction();
-		pgstat_report_activity(STATE_IDLE, NULL);
-		MemoryContextSwitchTo(oldcxt);
-		ereport(WARNING,
-				(errmsg("paidb retention: %s failed: %s", activity, edata->message)));
-		paidb_worker_report(PAIDB_WORKER_RETENTION, NULL, NULL, 0, 0, 1, edata->message);
-		FreeErrorData(edata);
-		ok = false;
-	}
-	PG_END_TRY();
-	return ok;
+	Assert(nout <= lengthof(text));
+	if (!paidb_worker_run_step(PAIDB_WORKER_RETENTION, activity, sql, nargs, types,
+							   args, nulls, text, nout))
+		return false;
+	for (i = 0; i < nout; i++)
+		out[i] = text[i] ? strtoll(text[i], NULL, 10) : 0;
+	return true;
 }
 
 /*
@@ -235,10 +224,13 @@ paidb_retention_main(Datum main_arg)
 	{
 		RetentionRun run;
 		long		delay = paidb_retention_interval_ms;
+		TimestampTz due;
 
 		CHECK_FOR_INTERRUPTS();
 		paidb_worker_reload_if_needed();
 		MemoryContextSwitchTo(loop_cxt);
+		if (paidb_snapshot_conversion_due())
+			paidb_convert_snapshots(retention_sleep);
 		if (retention_cycle(&run))
 		{
 			char		state[64];
@@ -260,6 +252,24 @@ paidb_retention_main(Datum main_arg)
 		}
 		MemoryContextSwitchTo(paidb_worker_context);
 		MemoryContextReset(loop_cxt);
-		retention_sleep(delay);
+
+		/*
+		 * Until the next cycle, look for a conversion to do every
+		 * CONVERSION_CHECK_MS; a latch wake-up (a reload) starts the next
+		 * cycle at once, as it always did.
+		 */
+		due = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), delay);
+		for (;;)
+		{
+			long		left = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), due);
+
+			if (left <= 0 || retention_wait(Min(left, CONVERSION_CHECK_MS)))
+				break;
+			if (paidb_snapshot_conversion_due())
+			{
+				paidb_convert_snapshots(retention_sleep);
+				MemoryContextReset(loop_cxt);
+			}
+		}
 	}
 }

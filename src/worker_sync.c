@@ -164,7 +164,7 @@ prepare_plans(void)
 						   "    ($3 OPERATOR(pg_catalog.*) interval '1 millisecond') "
 						   "FROM due WHERE f.name = due.name "
 						   "RETURNING f.name, f.request_generation, f.sub_state, f.retries, "
-						   "  f.sync_failures, paidb.unpack_snapshot(f.snapshot_packed, f.job_config) OPERATOR(pg_catalog.-) 'status', "
+						   "  f.sync_failures, paidb.snapshot(f) OPERATOR(pg_catalog.-) 'status', "
 						   "  f.resource_version IS NULL, f.placement");
 	for (i = 0; i < NUM_ADDONS; i++)
 		appendStringInfo(&sql, ", f.%s", paidb_addon_slots[i].column);
@@ -1208,7 +1208,7 @@ record_outcome(void *arg)
 			break;
 		case OUTCOME_GONE:
 			/* the poller's 404: mock a DELETED event of the stored snapshot */
-			if (SPI_execute_with_args("SELECT paidb.unpack_snapshot(snapshot_packed, job_config) FROM paidb.framework "
+			if (SPI_execute_with_args("SELECT paidb.snapshot(f) FROM paidb.framework f "
 									  "WHERE name = $1 AND cluster = $5",
 									  5, types, args, NULL, true, 1) == SPI_OK_SELECT &&
 				SPI_processed == 1)

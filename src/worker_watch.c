@@ -257,9 +257,9 @@ prepare_plans(void)
 	types[1] = TEXTOID;
 	types[2] = TEXTOID;
 	plan_deleted_snapshot = paidb_prepare_kept(
-										 "SELECT pg_catalog.jsonb_set(paidb.unpack_snapshot(snapshot_packed, job_config), "
+										 "SELECT pg_catalog.jsonb_set(paidb.snapshot(f), "
 										 "'{metadata,resourceVersion}', pg_catalog.to_jsonb($2)) "
-										 "FROM paidb.framework WHERE name = $1 AND cluster = $3 AND NOT api_server_deleted",
+										 "FROM paidb.framework f WHERE name = $1 AND cluster = $3 AND NOT api_server_deleted",
 										 3, types);
 
 	/*

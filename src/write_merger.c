@@ -81,13 +81,10 @@ static bool plans_have_clusters = false;
  */
 static bool plans_packed = false;
 
-/* Whether paidb.framework has a column (a syscache look-up). */
+/* Whether table rel has a column (a syscache look-up). */
 static bool
-framework_has_column(const char *column)
+table_has_column(Oid rel, const char *column)
 {
-	Oid			nsp = get_namespace_oid("paidb", true);
-	Oid			rel = OidIsValid(nsp) ? get_relname_relid("framework", nsp) : InvalidOid;
-
 	return OidIsValid(rel) && get_attnum(rel, column) != InvalidAttrNumber;
 }
 
@@ -108,8 +105,9 @@ prepare_plans(void)
 	Oid			types[PAIDB_NUM_DERIVED + 16];
 	int			i,
 				n;
-	bool		clusters = framework_has_column("cluster");
-	bool		packed = framework_has_column("snapshot_packed");
+	Oid			framework = paidb_lock_table_for_write("framework");
+	bool		clusters = table_has_column(framework, "cluster");
+	bool		packed = table_has_column(framework, "snapshot_packed");
 
 	if (plan_lock != NULL && clusters == plans_have_clusters && packed == plans_packed)
 		return;
@@ -125,10 +123,17 @@ prepare_plans(void)
 
 	types[0] = TEXTOID;
 	initStringInfo(&sql);
+	/*
+	 * Packed: the packed bytes (the per-job cache compares them), and a row
+	 * a 0.2 database has not had converted yet read through paidb.snapshot(f)
+	 * (which names 0.2's column while there is one; no plan here does).
+	 */
 	appendStringInfo(&sql, "SELECT request_generation, %s, resource_version, request_synced, "
-					 "api_server_deleted, %s FROM paidb.framework WHERE name = $1 FOR UPDATE",
+					 "api_server_deleted, %s, %s FROM paidb.framework f WHERE name = $1 FOR UPDATE",
 					 packed ? "snapshot_packed, job_config" : "snapshot, NULL::pg_catalog.text",
-					 clusters ? "cluster, placement" : "'default'::pg_catalog.text, 1");
+					 clusters ? "cluster, placement" : "'default'::pg_catalog.text, 1",
+					 packed ? "CASE WHEN snapshot_packed IS NULL THEN paidb.snapshot(f) END" :
+					 "NULL::pg_catalog.jsonb");
 	plan_lock = paidb_prepare_kept(sql.data, 1, types);
 
 	/* INSERT: name, derived..., submission_time, snapshot, generation, synced, rv, add-ons */
@@ -293,7 +298,13 @@ lock_framework(const char *name, StoredFramework *row)
 	row->generation = DatumGetInt64(SPI_getbinval(tup, desc, 1, &isnull));
 	d = SPI_getbinval(tup, desc, 2, &isnull);
 	/* copy out of SPI memory: the caller uses it after further SPI calls */
-	if (isnull)
+	if (isnull && plans_packed)
+	{
+		/* not converted from 0.2 yet (or no snapshot at all) */
+		d = SPI_getbinval(tup, desc, 9, &isnull);
+		row->snapshot = isnull ? NULL : DatumGetJsonbPCopy(d);
+	}
+	else if (isnull)
 		row->snapshot = NULL;
 	else if (plans_packed)
 	{

@@ -4,7 +4,7 @@ SET client_min_messages = warning;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 DROP EXTENSION IF EXISTS paidb CASCADE;
 CREATE EXTENSION paidb CASCADE;
-SELECT plan(107);
+SELECT plan(116);
 
 SELECT has_role('paidb_writer');
 SELECT has_role('paidb_reader');
@@ -68,13 +68,27 @@ SELECT ok(NOT has_function_privilege('paidb_reader', f, 'EXECUTE'), 'paidb_reade
 
 -- SECURITY DEFINER functions pin search_path
 SELECT is(array_agg(proname::text ORDER BY proname),
-          ARRAY['apply_watch_event', 'archive_job', 'compact_job_counts', 'delete_job',
+          ARRAY['_convert_snapshot_batch', '_finish_snapshot_conversion', 'apply_watch_event', 'archive_job', 'compact_job_counts', 'delete_job',
                 'import_frameworks', 'move_job', 'patch_framework_request', 'put_framework_request',
                 'record_history', 'record_task_history', 'retention_batch', 'stop_framework', 'wakeup'],
           'exactly the writing functions are SECURITY DEFINER')
   FROM pg_proc WHERE pronamespace = 'paidb'::regnamespace AND prosecdef;
 SELECT ok(proconfig @> ARRAY['search_path=pg_catalog, paidb'], proname || ' pins search_path')
   FROM pg_proc WHERE pronamespace = 'paidb'::regnamespace AND prosecdef ORDER BY proname;
+
+-- the conversion of 0.2's snapshots (docs/operations.md) is the owner's and
+-- the workers' (granted by the operator, as retention_batch is)
+SELECT ok(NOT has_function_privilege(r, f, 'EXECUTE'), r || ' may not call ' || f)
+  FROM unnest(ARRAY['paidb_writer', 'paidb_reader']) r,
+       unnest(ARRAY['paidb._convert_snapshot_batch(text, text, integer)',
+                    'paidb._finish_snapshot_conversion()']) f;
+SELECT ok(NOT has_function_privilege('paidb_writer', 'paidb.convert_snapshots(integer)', 'EXECUTE'),
+          'paidb_writer may not call paidb.convert_snapshots');
+-- an unknown table is refused, and with nothing left to convert a batch does nothing
+SELECT throws_ok($$SELECT * FROM paidb._convert_snapshot_batch('tag', NULL, 10)$$, '22023', NULL,
+                 '_convert_snapshot_batch refuses a table that is not a snapshot table');
+SELECT is((SELECT row(converted, last_key)::text FROM paidb._convert_snapshot_batch('framework', NULL, 10)),
+          '(0,)', 'with nothing to convert a batch packs nothing and ends');
 
 -- as the writer: submitting works, touching tables directly does not
 SET ROLE paidb_test_writer;

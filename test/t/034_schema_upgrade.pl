@@ -67,7 +67,27 @@ is($node->safe_psql('upgraded', "SELECT extversion FROM pg_extension WHERE extna
 isnt($node->safe_psql('fresh', "SELECT extversion FROM pg_extension WHERE extname = 'paidb'"), '0.1',
 	'the default version is not 0.1');
 
+# The update leaves the snapshots where 0.2 stored them (snapshot_0_2) and
+# the retention worker packs them in batches afterwards (this server runs
+# without it; CALL paidb.convert_snapshots() does the same).  Meanwhile
+# every snapshot reads the same, and a write stores its row packed.
+my $unpacked_query = q{SELECT count(*) FROM paidb.framework WHERE snapshot_packed IS NULL};
+is($node->safe_psql('upgraded', $unpacked_query), '20', 'the update itself packs no snapshot');
+is($node->safe_psql('upgraded', $data_query), $before[0], 'unconverted rows read the same through paidb.snapshot(f)');
+is($node->safe_psql('upgraded', $history_query), $before[1], 'and their history');
+convert_snapshots('upgraded');
+is($node->safe_psql('upgraded', q{SELECT count(*) FROM pg_attribute WHERE attrelid IN
+    ('paidb.framework'::regclass, 'paidb.framework_history'::regclass) AND attname = 'snapshot_0_2' AND NOT attisdropped}),
+	'0', 'the conversion drops 0.2\'s columns at its end');
+
 # The schemas, dumped the same way, are equal line for line.
+sub convert_snapshots
+{
+	my ($db) = @_;
+	my ($ret, $stdout, $stderr) = $node->psql($db, 'CALL paidb.convert_snapshots(7)');
+	is($ret, 0, "CALL paidb.convert_snapshots() in $db") or diag($stderr);
+}
+
 sub schema_dump
 {
 	my ($db) = @_;
@@ -192,6 +212,19 @@ my $openpai_query = q{SELECT md5(string_agg(name || ' ' || snapshot, ',' ORDER B
 my @before02 = map { $node->safe_psql('from02', $_) } $data_query, $history_query, $tag_query, $openpai_query;
 isnt($before02[3], '', '0.2 shows snapshots through openpai.frameworks');
 is($node->psql('from02', 'ALTER EXTENSION paidb UPDATE; ALTER EXTENSION paidb_openpai UPDATE'), 0, 'ALTER EXTENSION ... UPDATE from 0.2');
+is_deeply([ map { $node->safe_psql('from02', $_) } $data_query, $history_query, $openpai_query ],
+	[ @before02[0, 1, 3] ], 'before the conversion, paidb and openpai\'s views read every snapshot as 0.2 did');
+# a write to an unconverted row packs it (and the conversion keeps what it wrote)
+is($node->safe_psql('from02', q{SELECT changed FROM paidb.stop_framework('upjob6');
+    SELECT snapshot_packed IS NOT NULL FROM paidb.framework WHERE name = 'upjob6'}), "t\nt",
+	'a write to an unconverted row stores it packed');
+my $stopped = $node->safe_psql('from02', q{SELECT paidb.snapshot(f)::text FROM paidb.framework f WHERE name = 'upjob6'});
+like($stopped, qr/"executionType": "Stop"/, 'and reads back what it wrote');
+# what the conversion must keep: 0.2's rows and the write
+@before02 = map { $node->safe_psql('from02', $_) } $data_query, $history_query, $tag_query, $openpai_query;
+convert_snapshots('from02');
+is($node->safe_psql('from02', q{SELECT paidb.snapshot(f)::text FROM paidb.framework f WHERE name = 'upjob6'}),
+	$stopped, 'the conversion keeps what a write stored meanwhile');
 is($node->safe_psql('from02', q{SELECT count(*) FROM paidb.tag WHERE framework_name = 'upjob5'}), '0',
 	'the update drops the tag without its job');
 is($node->safe_psql('from02', q{SELECT string_agg(extname || ' ' || extversion, ',' ORDER BY extname)

@@ -319,6 +319,17 @@ is(join("\n", map { "$_->{method} $_->{target} $_->{code}" }
 is(join("\n", map { "$_->{method} $_->{target} $_->{code}" } grep { is_list($_) } requests_since($mark)), '',
 	'still no LIST');
 
+# ---------------------------------------------------------------- 0.2's snapshots
+
+# The update left the snapshots where 0.2 stored them; the retention worker
+# packs them in batches and then drops 0.2's columns, by itself.
+ok(poll($node, q{SELECT count(*) FROM pg_attribute WHERE attrelid IN ('paidb.framework'::regclass,
+    'paidb.framework_history'::regclass) AND attname = 'snapshot_0_2' AND NOT attisdropped}, '0'),
+	'the retention worker converted 0.2\'s snapshots and dropped its columns');
+like(slurp_file($node->logfile), qr/paidb converted the \d+ snapshots stored by paidb 0\.2 in [\d.]+ s/,
+	'and logged it');
+is(query($node, q{SELECT count(*) FROM paidb.framework WHERE snapshot_packed IS NULL}), '0', 'every row is packed');
+
 # ---------------------------------------------------------------- schema
 
 # the test's own trigger and table are not part of the schema
