@@ -13,6 +13,9 @@
 -- snapshots are converted after it, in batches.
 LOCK TABLE paidb.framework, paidb.tag, paidb.framework_history, paidb.orphan, paidb.job_summary
     IN ACCESS EXCLUSIVE MODE;
+-- The index builds below are what the update's lock lasts (a second for
+-- each 200,000 jobs: test/bench/upgrade.sh): sort in memory.
+SET LOCAL maintenance_work_mem = '256MB';
 
 -- A tag never outlives its job, enforced (SPEC §10): the tag counts of the
 -- openpai rewrites count tags for jobs, and are exact only if every tag has
@@ -111,8 +114,8 @@ CREATE TABLE paidb.virtual_cluster_placement (
 
 -- Every job belongs to one cluster; 0.2's jobs to 'default'.  A constant
 -- default adds the column without rewriting the table; the foreign keys
--- are validated after the update (paidb._finish_snapshot_conversion), by a
--- scan that blocks no write.
+-- and the check are validated after the update
+-- (paidb._finish_snapshot_conversion), by a scan that blocks no write.
 ALTER TABLE paidb.framework
     ADD COLUMN cluster text NOT NULL DEFAULT 'default',
     ADD COLUMN placement integer NOT NULL DEFAULT 1,
@@ -120,7 +123,7 @@ ALTER TABLE paidb.framework
 ALTER TABLE paidb.framework
     ADD CONSTRAINT framework_cluster_fkey FOREIGN KEY (cluster) REFERENCES paidb.cluster (name) NOT VALID,
     ADD CONSTRAINT framework_moving_from_fkey FOREIGN KEY (moving_from) REFERENCES paidb.cluster (name) NOT VALID,
-    ADD CONSTRAINT framework_placement_check CHECK (placement OPERATOR(pg_catalog.>=) 1);
+    ADD CONSTRAINT framework_placement_check CHECK (placement OPERATOR(pg_catalog.>=) 1) NOT VALID;
 -- a cluster's jobs (remove_cluster, cluster_status, a re-list): few distinct
 -- values, which a deduplicated b-tree keeps small
 CREATE INDEX framework_cluster_idx ON paidb.framework (cluster, state);
@@ -381,6 +384,7 @@ BEGIN
             ALTER TABLE paidb.framework VALIDATE CONSTRAINT framework_snapshot_packed_check;
             ALTER TABLE paidb.framework VALIDATE CONSTRAINT framework_cluster_fkey;
             ALTER TABLE paidb.framework VALIDATE CONSTRAINT framework_moving_from_fkey;
+            ALTER TABLE paidb.framework VALIDATE CONSTRAINT framework_placement_check;
             ALTER TABLE paidb.tag VALIDATE CONSTRAINT tag_framework_name_fkey;
             RETURN 'validated';
         END IF;

@@ -591,13 +591,25 @@ read_addons(Jsonb *add_ons, Jsonb **defs)
 	}
 }
 
-/* Return one row through the materialised-SRF protocol. */
+/*
+ * Set up the materialised-SRF result before anything can wait: it reads the
+ * function's row type by its OID, and an ALTER EXTENSION paidb UPDATE that
+ * a call waited for may have replaced the function (0.3's
+ * put_framework_request); read afterwards, the call failed with "cache
+ * lookup failed for function".
+ */
+static void
+begin_one_row(FunctionCallInfo fcinfo)
+{
+	InitMaterializedSRF(fcinfo, 0);
+}
+
+/* Return the one row set up by begin_one_row. */
 static void
 return_one_row(FunctionCallInfo fcinfo, Datum *values, bool *nulls)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 
-	InitMaterializedSRF(fcinfo, 0);
 	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 }
 
@@ -622,6 +634,7 @@ paidb_put_framework_request(PG_FUNCTION_ARGS)
 	Datum		values[4];
 	bool		nulls[4] = {false, false, false, false};
 
+	begin_one_row(fcinfo);
 	if (PG_ARGISNULL(0))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -727,6 +740,7 @@ patch_request(FunctionCallInfo fcinfo, const char *name, Jsonb *patch)
 	Datum		values[2];
 	bool		nulls[2] = {false, false};
 
+	begin_one_row(fcinfo);
 	if (!JB_ROOT_IS_OBJECT(patch))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),

@@ -91,14 +91,31 @@ CREATE TRIGGER slow_pack BEFORE UPDATE ON paidb.framework FOR EACH ROW EXECUTE F
 
 my $log_offset = -s $node->logfile;
 my $t = time();
-# (in the update's transaction: the retention worker starts within 2 s)
-is($node->safe_psql('postgres', q{BEGIN; ALTER EXTENSION paidb UPDATE;
-    SELECT count(*) FILTER (WHERE snapshot_packed IS NULL) = count(*) FROM paidb.framework;
-    SELECT bool_or(convalidated) FROM pg_constraint
-     WHERE conname IN ('framework_cluster_fkey', 'framework_moving_from_fkey', 'tag_framework_name_fkey');
-    COMMIT;}), "t\nf",
-	'ALTER EXTENSION paidb UPDATE packs no snapshot and validates no foreign key itself');
+# The update, held open: checked in its own transaction (the retention
+# worker starts within 2 s of the commit), and a submission made meanwhile
+# waits for it and then succeeds, through the function the update replaced.
+my $updater = $node->background_psql('postgres');
+$updater->query_safe('BEGIN');
+$updater->query_safe('ALTER EXTENSION paidb UPDATE');
+is($updater->query_safe(q{SELECT count(*) FILTER (WHERE snapshot_packed IS NULL) = count(*) FROM paidb.framework}),
+	't', 'ALTER EXTENSION paidb UPDATE packs no snapshot itself');
+is($updater->query_safe(q{SELECT bool_or(convalidated) FROM pg_constraint
+     WHERE conname IN ('framework_cluster_fkey', 'framework_moving_from_fkey', 'tag_framework_name_fkey',
+                       'framework_placement_check')}),
+	'f', 'and validates no foreign key or check itself');
+my ($w_out, $w_err) = ('', '');
+my $waiter = IPC::Run::start(
+	[ $node->installed_command('psql'), '-XAtq', '-d', $node->connstr('postgres'), '-c',
+	  q{SELECT name FROM paidb.put_framework_request('{"metadata": {"name": "waited1"}, "spec": {"executionType": "Start"}}')} ],
+	'>', \$w_out, '2>', \$w_err);
+ok(PaidbTest::poll($node, q{SELECT count(*) > 0 FROM pg_stat_activity
+    WHERE wait_event_type = 'Lock' AND query LIKE '%waited1%' AND pid <> pg_backend_pid()}, 't'),
+	'a submission waits for the update');
+$updater->query_safe('COMMIT');
+$updater->quit;
 my $update_s = time() - $t;
+$waiter->finish;
+is("$w_out|$w_err", "waited1\n|", 'and succeeds once it commits');
 my $unpacked = q{SELECT count(*) FROM paidb.framework WHERE snapshot_packed IS NULL};
 
 # half done: some rows packed, some not, and the clients still commit
@@ -147,8 +164,9 @@ is($node->safe_psql('postgres', q{SELECT count(*) FROM public.submitted s WHERE 
 is($node->safe_psql('postgres', q{SELECT count(*) FROM paidb.framework_history h JOIN public.history_before b USING (uid)
     WHERE md5(paidb.snapshot(h)::text) = b.md5}), '200', 'every attempt holds its 0.2 snapshot');
 is($node->safe_psql('postgres', q{SELECT string_agg(conname || ' ' || convalidated, ', ' ORDER BY conname) FROM pg_constraint
-    WHERE conname IN ('framework_cluster_fkey', 'framework_moving_from_fkey', 'tag_framework_name_fkey')}),
-	'framework_cluster_fkey true, framework_moving_from_fkey true, tag_framework_name_fkey true',
+    WHERE conname IN ('framework_cluster_fkey', 'framework_moving_from_fkey', 'tag_framework_name_fkey',
+                      'framework_placement_check')}),
+	'framework_cluster_fkey true, framework_moving_from_fkey true, framework_placement_check true, tag_framework_name_fkey true',
 	'the foreign keys the update added unvalidated are validated');
 is($node->safe_psql('postgres', q{SELECT attnotnull FROM pg_attribute WHERE attrelid = 'paidb.framework'::regclass AND attname = 'snapshot_packed'}),
 	't', 'snapshot_packed is NOT NULL');
