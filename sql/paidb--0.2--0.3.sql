@@ -50,10 +50,9 @@ SELECT paidb.create_keyword_indexes();
 -- keyword: 53-83 ms for its count at a million jobs.  The user's index
 -- carries the searched columns, so the count (and the page) read the index
 -- alone: 0.5 ms at 100,000 jobs where the table took 116 ms, for ~18 more
--- bytes per job.
-DROP INDEX paidb.job_summary_user_name_idx;
-CREATE INDEX job_summary_user_name_idx ON paidb.job_summary (user_name, submission_time)
-    INCLUDE (name, job_name, virtual_cluster);
+-- bytes per job.  Built after the update (paidb._deferred_index_statements
+-- below); 0.2's serves until then.
+ALTER INDEX paidb.job_summary_user_name_idx RENAME TO job_summary_user_name_0_2_idx;
 
 -------------------------------------------------------------------------------
 -- Many clusters from one database (SPEC §11)
@@ -124,20 +123,59 @@ ALTER TABLE paidb.framework
     ADD CONSTRAINT framework_cluster_fkey FOREIGN KEY (cluster) REFERENCES paidb.cluster (name) NOT VALID,
     ADD CONSTRAINT framework_moving_from_fkey FOREIGN KEY (moving_from) REFERENCES paidb.cluster (name) NOT VALID,
     ADD CONSTRAINT framework_placement_check CHECK (placement OPERATOR(pg_catalog.>=) 1) NOT VALID;
--- a cluster's jobs (remove_cluster, cluster_status, a re-list): few distinct
--- values, which a deduplicated b-tree keeps small
-CREATE INDEX framework_cluster_idx ON paidb.framework (cluster, state);
--- the sync worker's work list, per cluster: one cluster's due rows never
--- stand in front of another's.  NULL (due now) sorts as -infinity, so "due
--- by now" is a range of the index: a claim reads the due rows only, not
--- every row sent and not yet confirmed by the watch (0.2 read them all).
-DROP INDEX paidb.framework_needs_sync_idx;
-CREATE INDEX framework_needs_sync_idx ON paidb.framework
-    (cluster, (COALESCE(next_sync_at, '-infinity'::timestamptz)), name)
-    WHERE NOT api_server_deleted AND (NOT request_synced OR sub_state = 'Completed');
--- jobs moving out of a cluster (few at any time)
-CREATE INDEX framework_moving_from_idx ON paidb.framework (moving_from)
-    WHERE moving_from IS NOT NULL;
+-- The indexes 0.3 adds or changes on the job tables read every job to
+-- build: at a million jobs they were most of the update's lock (a second
+-- for each 200,000 jobs; test/bench/upgrade.sh).  They are built after the
+-- update -- by the retention worker CONCURRENTLY, by
+-- paidb.convert_snapshots() plainly, and at once where there are no jobs
+-- (a fresh install) -- from these statements; 0.2's indexes serve meanwhile
+-- (renamed *_0_2_idx, dropped once the new ones are valid).  An index a
+-- failed concurrent build left invalid is dropped and built again.
+--   framework_moving_from_idx: jobs moving out of a cluster (few at any time)
+--   framework_cluster_idx: a cluster's jobs (remove_cluster, cluster_status,
+--     a re-list): few distinct values, which a deduplicated b-tree keeps small
+--   framework_needs_sync_idx: the sync worker's work list, per cluster: one
+--     cluster's due rows never stand in front of another's.  NULL (due now)
+--     sorts as -infinity, so "due by now" is a range of the index: a claim
+--     reads the due rows only, not every row sent and not yet confirmed by
+--     the watch (0.2 read them all; its index has the same predicate)
+ALTER INDEX paidb.framework_needs_sync_idx RENAME TO framework_needs_sync_0_2_idx;
+CREATE FUNCTION paidb._deferred_index_statements(concurrent boolean)
+RETURNS SETOF text
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, paidb
+AS $fn$
+DECLARE
+    how text := CASE WHEN concurrent THEN 'CONCURRENTLY ' ELSE '' END;
+    ix record;
+    valid boolean;
+BEGIN
+    FOR ix IN SELECT * FROM (VALUES
+        (1, 'framework_moving_from_idx', 'paidb.framework (moving_from) WHERE moving_from IS NOT NULL', NULL),
+        (2, 'framework_needs_sync_idx', 'paidb.framework (cluster, '
+            || '(COALESCE(next_sync_at, ''-infinity''::timestamptz)), name) '
+            || 'WHERE NOT api_server_deleted AND (NOT request_synced OR sub_state = ''Completed'')',
+            'framework_needs_sync_0_2_idx'),
+        (3, 'framework_cluster_idx', 'paidb.framework (cluster, state)', NULL),
+        (4, 'job_summary_user_name_idx', 'paidb.job_summary (user_name, submission_time) '
+            || 'INCLUDE (name, job_name, virtual_cluster)', 'job_summary_user_name_0_2_idx'))
+        v(n, name, def, replaces) ORDER BY n
+    LOOP
+        valid := (SELECT i.indisvalid FROM pg_index i
+                   WHERE i.indexrelid OPERATOR(pg_catalog.=) pg_catalog.to_regclass('paidb.' || ix.name));
+        IF NOT valid THEN
+            RETURN NEXT 'DROP INDEX ' || how || 'paidb.' || ix.name;
+        END IF;
+        IF valid IS NOT TRUE THEN
+            RETURN NEXT 'CREATE INDEX ' || how || ix.name || ' ON ' || ix.def;
+        END IF;
+        IF ix.replaces IS NOT NULL AND pg_catalog.to_regclass('paidb.' || ix.replaces) IS NOT NULL THEN
+            RETURN NEXT 'DROP INDEX ' || how || 'paidb.' || ix.replaces;
+        END IF;
+    END LOOP;
+END
+$fn$;
+REVOKE ALL ON FUNCTION paidb._deferred_index_statements(boolean) FROM PUBLIC;
 GRANT SELECT (cluster, placement, moving_from) ON paidb.framework TO paidb_reader;
 
 -- Orphans are per cluster: the same name may be one in two clusters.
@@ -346,7 +384,9 @@ END
 $fn$;
 
 -- The end of the conversion, one step per call, each in the caller's
--- transaction: 'rows left' while a row is still to pack; then, once each,
+-- transaction: 'rows left' while a row is still to pack, 'indexes left'
+-- while paidb._deferred_index_statements has any (the caller runs them:
+-- a function cannot build an index CONCURRENTLY); then, once each,
 -- a NOT VALID check that snapshot_packed is set ('checking'), its
 -- validation with the foreign keys the update added NOT VALID (a scan that
 -- blocks no write: 'validated'), and the swap ('done'): the final
@@ -371,6 +411,9 @@ BEGIN
     IF EXISTS (SELECT 1 FROM paidb.framework WHERE snapshot_0_2 IS NOT NULL)
        OR EXISTS (SELECT 1 FROM paidb.framework_history WHERE snapshot_0_2 IS NOT NULL) THEN
         RETURN 'rows left';
+    END IF;
+    IF EXISTS (SELECT 1 FROM paidb._deferred_index_statements(false)) THEN
+        RETURN 'indexes left';
     END IF;
     SELECT true, convalidated INTO has_check, checked FROM pg_constraint
      WHERE conrelid = 'paidb.framework'::regclass AND conname = 'framework_snapshot_packed_check';
@@ -422,8 +465,13 @@ DECLARE
     tab text;
     after text;
     state text;
+    stmt text;
 BEGIN
     LOOP
+        FOR stmt IN SELECT * FROM paidb._deferred_index_statements(false) LOOP
+            EXECUTE stmt;
+            COMMIT;
+        END LOOP;
         FOREACH tab IN ARRAY ARRAY['framework', 'framework_history'] LOOP
             after := NULL;
             LOOP
@@ -449,9 +497,16 @@ REVOKE ALL ON FUNCTION paidb._convert_snapshot_batch(text, text, integer),
     paidb._finish_snapshot_conversion() FROM PUBLIC;
 REVOKE ALL ON PROCEDURE paidb.convert_snapshots(integer) FROM PUBLIC;
 
--- no rows (a fresh install): the end, now
+-- no jobs (a fresh install): the indexes and the end, now
 DO $do$
+DECLARE
+    stmt text;
 BEGIN
+    IF NOT EXISTS (SELECT 1 FROM paidb.framework) THEN
+        FOR stmt IN SELECT * FROM paidb._deferred_index_statements(false) LOOP
+            EXECUTE stmt;
+        END LOOP;
+    END IF;
     WHILE paidb._finish_snapshot_conversion() IN ('checking', 'validated') LOOP
     END LOOP;
 END

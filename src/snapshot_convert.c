@@ -5,11 +5,13 @@
  *
  * The update only renames 0.2's column to snapshot_0_2: packing a million
  * snapshots in its transaction held paidb.framework's exclusive lock for
- * minutes, and every submission waited.  Here each batch is one short
- * transaction through paidb._convert_snapshot_batch (rows in key order,
- * rows held by a writer skipped: the write packs them itself), with a pause
- * as long as the batch took, so that the conversion takes at most half a
- * core beside the cluster's own work.  paidb._finish_snapshot_conversion
+ * minutes, and every submission waited; so did its index builds, a scan of
+ * every job each.  Here the indexes are built first, CONCURRENTLY, and
+ * then each batch is one short transaction through
+ * paidb._convert_snapshot_batch (rows in key order, rows held by a writer
+ * skipped: the write packs them itself), with a pause as long as the batch
+ * took, so that the conversion takes at most half a core beside the
+ * cluster's own work.  paidb._finish_snapshot_conversion
  * then ends it in a few short steps, the last of which drops 0.2's columns.
  */
 #include "postgres.h"
@@ -77,6 +79,47 @@ paidb_snapshot_conversion_due(void)
 		return false;
 	}
 	return n != NULL && strcmp(n, "0") != 0;
+}
+
+/*
+ * Build the indexes the update left to build (paidb._deferred_index_statements),
+ * each CONCURRENTLY at the top level of its own transactions, as the owner of
+ * the extension (who owns the tables); false on error.
+ */
+static bool
+build_deferred_indexes(void)
+{
+	char	   *out[2] = {NULL, NULL};
+	char	   *next;
+	Oid			owner;
+
+	if (!convert_step("SELECT (SELECT extowner FROM pg_catalog.pg_extension WHERE extname = 'paidb'), "
+					  "(SELECT pg_catalog.string_agg(s, E'\\n' ORDER BY n) "
+					  "   FROM paidb._deferred_index_statements(true) WITH ORDINALITY AS d(s, n))",
+					  0, NULL, NULL, out, 2))
+		return false;
+	if (out[0] == NULL || out[1] == NULL)
+		return true;
+	owner = atooid(out[0]);
+	for (next = out[1]; next != NULL && *next != '\0';)
+	{
+		char	   *stmt = next;
+		char	   *nl = strchr(next, '\n');
+		TimestampTz started = GetCurrentTimestamp();
+
+		if (nl != NULL)
+			*nl = '\0';
+		next = nl ? nl + 1 : NULL;
+		CHECK_FOR_INTERRUPTS();
+		if (!paidb_worker_run_toplevel(PAIDB_WORKER_RETENTION,
+									   "paidb retention: building the indexes of 0.3",
+									   stmt, owner))
+			return false;
+		ereport(LOG,
+				(errmsg("paidb ran \"%s\" in %.1f s", stmt,
+						TimestampDifferenceMilliseconds(started, GetCurrentTimestamp()) / 1000.0)));
+	}
+	return true;
 }
 
 /* One pass over a table in key order; false on error.  Adds to *converted. */
@@ -151,6 +194,12 @@ paidb_convert_snapshots(PaidbPauseFn pause)
 		int64		before = converted;
 		size_t		i;
 
+		/* first the indexes: the sync worker's work list reads the new one */
+		if (!build_deferred_indexes())
+		{
+			convert_failed();
+			return;
+		}
 		for (i = 0; i < lengthof(convert_tables); i++)
 			if (!convert_table(convert_tables[i], pause, &converted, &logged_at))
 			{
@@ -201,6 +250,9 @@ paidb_convert_snapshots(PaidbPauseFn pause)
 															 CONVERT_KEPT_RETRY_MS);
 			return;
 		}
+		/* 'indexes left': one was dropped meanwhile; build it next round */
+		if (strcmp(state, "indexes left") == 0)
+			continue;
 		/* 'rows left': rows a writer held during the pass */
 		if (converted == before)
 		{

@@ -19,7 +19,10 @@
 #include "storage/latch.h"
 #include "storage/pmsignal.h"
 #include "storage/proc.h"
+#include "parser/analyze.h"
+#include "tcop/pquery.h"
 #include "tcop/tcopprot.h"
+#include "tcop/utility.h"
 #include "utils/guc.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
@@ -228,6 +231,27 @@ paidb_worker_begin(const char *activity)
 	pgstat_report_activity(STATE_RUNNING, activity);
 }
 
+/*
+ * In a step's PG_CATCH: roll its transaction back, log the error as a
+ * WARNING "<activity> failed: <message>" and count it in status().
+ */
+static void
+step_failed(PaidbWorkerKind kind, const char *activity, MemoryContext cxt)
+{
+	ErrorData  *edata;
+
+	MemoryContextSwitchTo(cxt);
+	edata = CopyErrorData();
+	FlushErrorState();
+	AbortCurrentTransaction();
+	pgstat_report_activity(STATE_IDLE, NULL);
+	MemoryContextSwitchTo(cxt);
+	ereport(WARNING,
+			(errmsg("%s failed: %s", activity, edata->message)));
+	paidb_worker_report(kind, NULL, NULL, 0, 0, 1, edata->message);
+	FreeErrorData(edata);
+}
+
 /* Run one statement in its own transaction (see worker_common.h). */
 bool
 paidb_worker_run_step(PaidbWorkerKind kind, const char *activity,
@@ -257,21 +281,80 @@ paidb_worker_run_step(PaidbWorkerKind kind, const char *activity,
 	}
 	PG_CATCH();
 	{
-		ErrorData  *edata;
-
-		MemoryContextSwitchTo(oldcxt);
-		edata = CopyErrorData();
-		FlushErrorState();
-		AbortCurrentTransaction();
-		pgstat_report_activity(STATE_IDLE, NULL);
-		MemoryContextSwitchTo(oldcxt);
-		ereport(WARNING,
-				(errmsg("%s failed: %s", activity, edata->message)));
-		paidb_worker_report(kind, NULL, NULL, 0, 0, 1, edata->message);
-		FreeErrorData(edata);
+		step_failed(kind, activity, oldcxt);
 		ok = false;
 	}
 	PG_END_TRY();
+	return ok;
+}
+
+/* See worker_common.h. */
+bool
+paidb_worker_run_toplevel(PaidbWorkerKind kind, const char *activity,
+						  const char *sql, Oid as_role)
+{
+	MemoryContext oldcxt = CurrentMemoryContext;
+
+	/*
+	 * The statement's parse tree and plan live outside the transaction's
+	 * memory (as a client's in MessageContext): a statement that commits
+	 * inside (CREATE INDEX CONCURRENTLY) frees that memory under them.
+	 */
+	MemoryContext stmt_cxt = AllocSetContextCreate(oldcxt, "paidb top-level statement",
+												   ALLOCSET_DEFAULT_SIZES);
+	Oid			save_userid;
+	int			save_sec_context;
+	volatile bool ok = true;
+
+	GetUserIdAndSecContext(&save_userid, &save_sec_context);
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	pgstat_report_activity(STATE_RUNNING, sql);
+	PG_TRY();
+	{
+		List	   *raws;
+		RawStmt    *raw;
+		List	   *plans;
+		Portal		portal;
+		QueryCompletion qc;
+		bool		snapshot;
+
+		SetUserIdAndSecContext(as_role, save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
+		MemoryContextSwitchTo(stmt_cxt);
+		raws = pg_parse_query(sql);
+		if (list_length(raws) != 1)
+			elog(ERROR, "expected one statement, not %d, in \"%s\"", list_length(raws), sql);
+		raw = linitial_node(RawStmt, raws);
+		snapshot = analyze_requires_snapshot(raw);
+		if (snapshot)
+			PushActiveSnapshot(GetTransactionSnapshot());
+		plans = pg_plan_queries(pg_analyze_and_rewrite_fixedparams(raw, sql, NULL, 0, NULL),
+								sql, CURSOR_OPT_PARALLEL_OK, NULL);
+		if (snapshot)
+			PopActiveSnapshot();
+		/* as exec_simple_query: an active portal outlives the commits inside */
+		portal = CreatePortal("", true, true);
+		portal->visible = false;
+		PortalDefineQuery(portal, NULL, sql, CreateCommandTag(raw->stmt), plans, NULL);
+		PortalStart(portal, NULL, 0, InvalidSnapshot);
+		(void) PortalRun(portal, FETCH_ALL, true, true, None_Receiver, None_Receiver, &qc);
+		PortalDrop(portal, false);
+		SetUserIdAndSecContext(save_userid, save_sec_context);
+		paidb_exit_if_postmaster_died();
+		CommitTransactionCommand();
+		pgstat_report_stat(false);
+		pgstat_report_activity(STATE_IDLE, NULL);
+		MemoryContextSwitchTo(oldcxt);
+	}
+	PG_CATCH();
+	{
+		/* after the abort: the statement's own commits moved its restore point */
+		step_failed(kind, activity, oldcxt);
+		SetUserIdAndSecContext(save_userid, save_sec_context);
+		ok = false;
+	}
+	PG_END_TRY();
+	MemoryContextDelete(stmt_cxt);
 	return ok;
 }
 

@@ -52,6 +52,17 @@ extern bool paidb_worker_run_step(PaidbWorkerKind kind, const char *activity,
 								  char **out, int nout);
 
 /*
+ * Run one SQL statement at the top level of its own transaction, as a
+ * client's simple query runs, with the privileges of role `as_role` (the
+ * owner of what it changes): also the statements no function may run,
+ * like CREATE INDEX CONCURRENTLY (which commits on its own).  Its result,
+ * if any, is discarded.  On error: a WARNING "<activity> failed: <message>",
+ * counted in status() for `kind`, and false.
+ */
+extern bool paidb_worker_run_toplevel(PaidbWorkerKind kind, const char *activity,
+									  const char *sql, Oid as_role);
+
+/*
  * End the worker at once if the postmaster died, without committing: for
  * loops that do not wait on a latch (WL_EXIT_ON_PM_DEATH covers those).
  */

@@ -4,7 +4,7 @@ SET client_min_messages = warning;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 DROP EXTENSION IF EXISTS paidb CASCADE;
 CREATE EXTENSION paidb CASCADE;
-SELECT plan(116);
+SELECT plan(119);
 
 SELECT has_role('paidb_writer');
 SELECT has_role('paidb_reader');
@@ -89,6 +89,17 @@ SELECT throws_ok($$SELECT * FROM paidb._convert_snapshot_batch('tag', NULL, 10)$
                  '_convert_snapshot_batch refuses a table that is not a snapshot table');
 SELECT is((SELECT row(converted, last_key)::text FROM paidb._convert_snapshot_batch('framework', NULL, 10)),
           '(0,)', 'with nothing to convert a batch packs nothing and ends');
+-- the indexes the update leaves to build: none on a fresh install; one a
+-- failed concurrent build left invalid is dropped and built again
+SELECT is((SELECT count(*)::int FROM paidb._deferred_index_statements(true)), 0,
+          'a fresh install has every index built');
+UPDATE pg_index SET indisvalid = false WHERE indexrelid = 'paidb.framework_cluster_idx'::regclass;
+SELECT is((SELECT array_agg(s ORDER BY n) FROM paidb._deferred_index_statements(true) WITH ORDINALITY d(s, n)),
+          ARRAY['DROP INDEX CONCURRENTLY paidb.framework_cluster_idx',
+                'CREATE INDEX CONCURRENTLY framework_cluster_idx ON paidb.framework (cluster, state)'],
+          'an invalid index is dropped and built again');
+SELECT is(paidb._finish_snapshot_conversion(), 'done', 'a fresh install has no conversion to finish');
+UPDATE pg_index SET indisvalid = true WHERE indexrelid = 'paidb.framework_cluster_idx'::regclass;
 
 -- as the writer: submitting works, touching tables directly does not
 SET ROLE paidb_test_writer;
