@@ -123,3 +123,7 @@ bash "$ROOT/test/bench/compare-release.sh"
 echo
 echo "== this tree against release 0.2 (issue 19: no write path slower than 0.2; re-list and ingestion beside 0.2's)"
 BENCH_RELEASE=acb8bb9 BENCH_RELEASE_LABEL=0.2 bash "$ROOT/test/bench/compare-release.sh"
+
+echo
+echo "== the update from 0.2 at ${BENCH_UPGRADE_JOBS:-1000000} jobs under load (issue 19: no long exclusive lock; the conversion after it)"
+bash "$ROOT/test/bench/upgrade.sh"
