@@ -125,5 +125,9 @@ echo "== this tree against release 0.2 (issue 19: no write path slower than 0.2;
 BENCH_RELEASE=acb8bb9 BENCH_RELEASE_LABEL=0.2 bash "$ROOT/test/bench/compare-release.sh"
 
 echo
+echo "== the framework watcher's re-list at ${BENCH_RELIST_JOBS:-1000000} jobs, beside 0.2 (issue 19: <= 60 s)"
+bash "$ROOT/test/bench/relist.sh"
+
+echo
 echo "== the update from 0.2 at ${BENCH_UPGRADE_JOBS:-1000000} jobs under load (issue 19: no long exclusive lock; the conversion after it)"
 bash "$ROOT/test/bench/upgrade.sh"

@@ -408,6 +408,60 @@ class ApiSemantics(unittest.TestCase):
                            e['object']['metadata']['resourceVersion'])
                           for e in got], expected)
 
+    def test_admin_load_stores_objects_with_status(self):
+        kf = self.kf
+        ns = 'other'
+        path = FW_PATH % ns
+        start = kf.rv()
+        tpl = json.dumps({
+            'apiVersion': 'frameworkcontroller.microsoft.com/v1',
+            'kind': 'Framework',
+            'metadata': {'name': '__name__', 'resourceVersion': '7',
+                         'uid': 'not-kept', 'labels': {'l': '__name__'}},
+            'spec': {'executionType': 'Start',
+                     'retryPolicy': {'fancyRetryPolicy': False,
+                                     'maxRetryCount': 0},
+                     'taskRoles': [{'name': 'w', 'taskNumber': 1, 'task': {
+                         'pod': {'spec': {'containers': [{
+                             'name': 'w', 'image': 'ubuntu'}]}}}}]},
+            'status': {'state': 'AttemptRunning'}})
+        w = kf.watch(path, resourceVersion=str(start), timeoutSeconds='5')
+        out = kf.admin('POST', '/_fake/load', {
+            'namespace': ns, 'template': tpl, 'prefix': 'load', 'first': 1,
+            'n': 3})
+        self.assertEqual(out, {'loaded': 3, 'resourceVersion': str(start + 3)})
+        evs = w.read_until(lambda e: e['object']['metadata']['name'] ==
+                           'load3')
+        w.close()
+        self.assertEqual([(e['type'], e['object']['metadata']['name'],
+                           e['object']['metadata']['resourceVersion'])
+                          for e in evs],
+                         [('ADDED', 'load%d' % i, str(start + i))
+                          for i in (1, 2, 3)])
+        code, obj = kf.request('GET', path + '/load2')
+        self.assertEqual(code, 200, obj)
+        md = obj['metadata']
+        self.assertEqual((md['resourceVersion'], md['labels'], md['namespace'],
+                          md['generation']),
+                         (str(start + 2), {'l': 'load2'}, ns, 1))
+        self.assertNotEqual(md['uid'], 'not-kept')
+        self.assertEqual(obj['status'], {'state': 'AttemptRunning'})
+        # the same name again: 409 and nothing stored after it
+        with self.assertRaises(AssertionError) as cm:
+            kf.admin('POST', '/_fake/load', {
+                'namespace': ns, 'template': tpl, 'prefix': 'load',
+                'first': 3, 'n': 2})
+        self.assertIn('409', str(cm.exception))
+        self.assertEqual(kf.request('GET', path + '/load4')[0], 404)
+        self.assertEqual(kf.rv(), start + 3)
+        with self.assertRaises(AssertionError) as cm:
+            kf.admin('POST', '/_fake/load', {'namespace': ns,
+                                             'template': '{"metadata": {}}'})
+        self.assertIn('__name__', str(cm.exception))
+        for i in (1, 2, 3):
+            self.assertEqual(kf.request('DELETE', path + '/load%d' % i)[0],
+                             200)
+
     # -------------------------------------------------------------- delete
     def test_foreground_deletion_collects_owned_secrets(self):
         kf = self.kf

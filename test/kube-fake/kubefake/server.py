@@ -1398,6 +1398,18 @@ class Server:
             crv = st.compact(int(rv) if rv not in (None, '') else None)
             return {'compactedResourceVersion': str(crv),
                     'resourceVersion': str(st.current_rv())}
+        if path == '/_fake/load' and post:
+            rt = resources.BY_NAME.get(p.get('resource') or 'frameworks')
+            if rt is None:
+                raise ApiError(400, 'BadRequest', 'unknown resource')
+            first, n = int(p.get('first', 1)), int(p.get('n', 1))
+            if n < 0 or n > 10000000:
+                raise ApiError(400, 'BadRequest', 'n must be 0 to 10000000')
+            prefix = str(p.get('prefix', ''))
+            made = st.load(rt, p.get('namespace') or 'default',
+                           p.get('template'),
+                           (prefix + str(i) for i in range(first, first + n)))
+            return {'loaded': made, 'resourceVersion': str(st.current_rv())}
         if path == '/_fake/server/pause' and post:
             mode = p.get('mode', 'refuse')
             secs = p.get('seconds')

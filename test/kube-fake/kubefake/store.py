@@ -359,6 +359,54 @@ class Store:
             self._commit('ADDED', e, None)
             return e
 
+    def load(self, rt, ns, template, names):
+        """Store one object per name from a JSON template (its "__name__"
+        replaced), status included, as a restore from an etcd backup would:
+        ADDED events with ascending RVs, no validation of the status.  For
+        benchmarks that need many objects faster than creates over HTTP."""
+        if not isinstance(template, str) or '__name__' not in template:
+            raise ApiError(400, 'BadRequest', 'template must be a JSON text '
+                           'containing __name__')
+        made = 0
+        for name in names:
+            try:
+                obj = loads(template.replace('__name__', name))
+            except ValueError as e:
+                raise ApiError(400, 'BadRequest', 'template is not JSON: %s' % e)
+            if not isinstance(obj, dict) or not isinstance(obj.get('metadata'), dict):
+                raise ApiError(400, 'BadRequest', 'template must be an object '
+                               'with metadata')
+            status = obj.pop('status', None)
+            md = obj['metadata']
+            for k in ('uid', 'resourceVersion', 'generation', 'creationTimestamp',
+                      'deletionTimestamp', 'deletionGracePeriodSeconds',
+                      'selfLink', 'managedFields', 'generateName'):
+                md.pop(k, None)
+            md['name'] = name
+            if rt.namespaced:
+                md['namespace'] = ns
+            md['uid'] = new_uid()
+            md['creationTimestamp'] = now_rfc3339()
+            if rt.has_generation:
+                md['generation'] = 1
+            resources.default_object(rt, obj)
+            resources.validate_object(rt, obj, name, True)
+            if status is not None:
+                obj['status'] = status
+            obj = _canonical(rt, obj)
+            with self.cond:
+                self._namespace_check(rt, ns)
+                key = ns + '/' + name if rt.namespaced else name
+                if key in self.objects[rt.name]:
+                    raise ApiError(409, 'AlreadyExists', '%s "%s" already '
+                                   'exists (%d loaded before it)'
+                                   % (rt.qualified, name, made),
+                                   rt.details(name))
+                self._commit('ADDED', self._make_entry(rt, obj, self.rv + 1),
+                             None)
+            made += 1
+        return made
+
     def update(self, rt, ns, name, fn, dry_run=False):
         """Read-modify-write: fn(current entry, current dict) -> new dict
         (may raise).  Server-managed metadata is kept; no-op updates do not
