@@ -87,6 +87,9 @@ hot_counts | LC_ALL=C join - "$BENCH/hot.before" | awk '{ upd = $2 - $4; hot = $
     done
 
 echo
+bash "$ROOT/test/bench/hot.sh"
+
+echo
 echo "== openpai.import_database: 100,000 OpenPAI jobs, 10% with retry history"
 bash "$ROOT/test/bench/openpai_import_bench.sh"
 

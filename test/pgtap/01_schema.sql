@@ -88,7 +88,8 @@ SELECT matches((SELECT pg_get_indexdef('paidb.framework_needs_sync_idx'::regclas
                'the partial index covers exactly the rows needing sync');
 SELECT has_index('paidb', 'job_summary', 'job_summary_submission_time_idx', 'jobs are listed by submission time');
 SELECT is((SELECT reloptions FROM pg_class WHERE oid = 'paidb.job_summary'::regclass),
-          ARRAY['parallel_workers=0'], 'the job list is never scanned in parallel (pages pay the start-up)');
+          ARRAY['parallel_workers=0', 'fillfactor=70'],
+          'the job list is never scanned in parallel (pages pay the start-up) and leaves room for HOT updates');
 -- keyword search: a trigram index per searched column, each with a small
 -- GIN pending list (every search reads the whole list)
 SELECT set_eq($$SELECT c.relname::text FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
