@@ -129,6 +129,16 @@ static MemoryContext loop_cxt = NULL;
 static List *outcomes = NIL;	/* in loop_cxt */
 static bool more_work = false;	/* the last claim filled every free slot */
 static TimestampTz paused_until = 0;	/* API server unreachable: hold off */
+/*
+ * The rows of the sync work list, as the predicate of
+ * framework_needs_sync_idx reads them.  "Completed" twice: the job state of
+ * 0.3's index and the sub state of 0.2's (the same rows, src/job_state.c),
+ * so that either index serves, 0.2's until 0.3's is built after the update.
+ */
+#define SYNC_WORK_LIST \
+	"NOT api_server_deleted AND (NOT request_synced OR sub_state = 'Completed') " \
+	"AND (NOT request_synced OR state IN ('SUCCEEDED', 'FAILED', 'STOPPED'))"
+
 static SPIPlanPtr plan_claim = NULL;
 static SPIPlanPtr plan_next_due = NULL;
 static SPIPlanPtr plan_claim_orphans = NULL;
@@ -153,7 +163,7 @@ prepare_plans(void)
 	appendStringInfoString(&sql,
 						   "WITH due AS (SELECT name FROM paidb.framework "
 						   " WHERE cluster = $4 AND moving_from IS NULL "
-						   "   AND NOT api_server_deleted AND (NOT request_synced OR sub_state = 'Completed') "
+						   "   AND " SYNC_WORK_LIST " "
 						   "   AND COALESCE(next_sync_at, '-infinity'::pg_catalog.timestamptz) <= pg_catalog.now() "
 						   "   AND NOT (name = ANY ($1)) "
 						   " ORDER BY COALESCE(next_sync_at, '-infinity'::pg_catalog.timestamptz), name "
@@ -173,7 +183,7 @@ prepare_plans(void)
 	plan_next_due = paidb_prepare_kept("SELECT LEAST("
 								"(SELECT next_sync_at FROM paidb.framework "
 								" WHERE cluster = $1 AND moving_from IS NULL "
-								"   AND NOT api_server_deleted AND (NOT request_synced OR sub_state = 'Completed') "
+								"   AND " SYNC_WORK_LIST " "
 								"   AND COALESCE(next_sync_at, '-infinity'::pg_catalog.timestamptz) > "
 								"       '-infinity'::pg_catalog.timestamptz "
 								" ORDER BY COALESCE(next_sync_at, '-infinity'::pg_catalog.timestamptz), name LIMIT 1), "

@@ -5,7 +5,7 @@ CREATE EXTENSION IF NOT EXISTS pgtap;
 DROP EXTENSION IF EXISTS paidb CASCADE;
 CREATE EXTENSION IF NOT EXISTS pg_trgm;
 CREATE EXTENSION paidb CASCADE;
-SELECT plan(88);
+SELECT plan(90);
 
 SELECT has_schema('paidb');
 SELECT tables_are('paidb', ARRAY['framework', 'framework_history', 'task_history', 'pod',
@@ -84,8 +84,16 @@ SELECT col_is_pk('paidb', 'task_history', 'uid', 'task_history is keyed by uid')
 -- indexes
 SELECT has_index('paidb', 'framework', 'framework_needs_sync_idx', 'the work list has a partial index');
 SELECT matches((SELECT pg_get_indexdef('paidb.framework_needs_sync_idx'::regclass)),
-               'WHERE \(\(NOT api_server_deleted\) AND \(\(NOT request_synced\) OR \(sub_state = ''Completed''::text\)\)\)',
-               'the partial index covers exactly the rows needing sync');
+               'WHERE \(\(NOT api_server_deleted\) AND \(\(NOT request_synced\) OR \(state = ANY \(ARRAY\[''SUCCEEDED''::text, ''FAILED''::text, ''STOPPED''::text\]\)\)\)\)',
+               'the partial index covers exactly the rows needing sync (completed: by the job state)');
+SELECT matches((SELECT pg_get_indexdef('paidb.framework_expired_idx'::regclass)),
+               '\(completion_time\) WHERE \(api_server_deleted AND \(state = ANY \(ARRAY\[''SUCCEEDED''::text, ''FAILED''::text, ''STOPPED''::text\]\)\)\)',
+               'the expired jobs'' index covers the completed jobs gone from the API server');
+-- a status update that changes only the sub state can be HOT: no index reads it
+SELECT is((SELECT string_agg(c.relname, ', ') FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+            WHERE i.indrelid = 'paidb.framework'::regclass
+              AND pg_get_indexdef(i.indexrelid) ~ 'sub_state'), NULL,
+          'no index of paidb.framework reads sub_state');
 SELECT has_index('paidb', 'job_summary', 'job_summary_submission_time_idx', 'jobs are listed by submission time');
 SELECT is((SELECT reloptions FROM pg_class WHERE oid = 'paidb.job_summary'::regclass),
           ARRAY['parallel_workers=0', 'fillfactor=70'],

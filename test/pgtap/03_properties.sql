@@ -151,10 +151,13 @@ DECLARE
     l text;
     plan text := '';
 BEGIN
+    -- as src/worker_sync.c's claim writes it (SYNC_WORK_LIST)
     FOR l IN EXPLAIN SELECT name FROM paidb.framework
-              WHERE NOT api_server_deleted AND (NOT request_synced OR sub_state = 'Completed')
-                AND (next_sync_at IS NULL OR next_sync_at <= now())
-              ORDER BY next_sync_at NULLS FIRST, name LIMIT 32 LOOP
+              WHERE cluster = 'default' AND moving_from IS NULL
+                AND NOT api_server_deleted AND (NOT request_synced OR sub_state = 'Completed')
+                AND (NOT request_synced OR state IN ('SUCCEEDED', 'FAILED', 'STOPPED'))
+                AND COALESCE(next_sync_at, '-infinity'::timestamptz) <= now()
+              ORDER BY COALESCE(next_sync_at, '-infinity'::timestamptz), name LIMIT 32 LOOP
         plan := plan || l || E'\n';
     END LOOP;
     RETURN plan;

@@ -104,9 +104,11 @@ is($updater->query_safe(q{SELECT bool_or(convalidated) FROM pg_constraint
                        'framework_placement_check')}),
 	'f', 'and validates no foreign key or check itself');
 is($updater->query_safe(q{SELECT string_agg(i, ',' ORDER BY i) FROM unnest(ARRAY['framework_cluster_idx',
-    'framework_moving_from_idx', 'framework_needs_sync_idx', 'job_summary_user_name_idx',
-    'framework_needs_sync_0_2_idx', 'job_summary_user_name_0_2_idx']) i WHERE to_regclass('paidb.' || i) IS NOT NULL}),
-	'framework_needs_sync_0_2_idx,job_summary_user_name_0_2_idx', 'and builds none of its new indexes: 0.2\'s serve');
+    'framework_moving_from_idx', 'framework_needs_sync_idx', 'job_summary_user_name_idx', 'framework_expired_idx',
+    'framework_needs_sync_0_2_idx', 'job_summary_user_name_0_2_idx', 'framework_expired_0_2_idx']) i
+    WHERE to_regclass('paidb.' || i) IS NOT NULL}),
+	'framework_expired_0_2_idx,framework_needs_sync_0_2_idx,job_summary_user_name_0_2_idx',
+	'and builds none of its new indexes: 0.2\'s serve');
 my ($w_out, $w_err) = ('', '');
 my $waiter = IPC::Run::start(
 	[ $node->installed_command('psql'), '-XAtq', '-d', $node->connstr('postgres'), '-c',
@@ -177,8 +179,9 @@ like(PaidbTest::log_since($node, $log_offset), qr/paidb ran "CREATE INDEX CONCUR
 is($node->safe_psql('postgres', q{SELECT string_agg(c.relname || ' ' || i.indisvalid, ',' ORDER BY c.relname)
     FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
    WHERE c.relname IN ('framework_cluster_idx', 'framework_moving_from_idx', 'framework_needs_sync_idx',
-                       'job_summary_user_name_idx', 'framework_needs_sync_0_2_idx', 'job_summary_user_name_0_2_idx')}),
-	'framework_cluster_idx true,framework_moving_from_idx true,framework_needs_sync_idx true,job_summary_user_name_idx true',
+                       'job_summary_user_name_idx', 'framework_expired_idx', 'framework_needs_sync_0_2_idx',
+                       'job_summary_user_name_0_2_idx', 'framework_expired_0_2_idx')}),
+	'framework_cluster_idx true,framework_expired_idx true,framework_moving_from_idx true,framework_needs_sync_idx true,job_summary_user_name_idx true',
 	'the new indexes are valid, and 0.2\'s are dropped');
 is($node->safe_psql('postgres', q{SELECT attnotnull FROM pg_attribute WHERE attrelid = 'paidb.framework'::regclass AND attname = 'snapshot_packed'}),
 	't', 'snapshot_packed is NOT NULL');
