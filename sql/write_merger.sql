@@ -206,3 +206,51 @@ SELECT name, gen, synced, deleted, j.state, execution_type
 -- any other change to such a job is still stored (docs/design.md)
 SELECT * FROM paidb.patch_framework_request('done1', '{"spec": {"executionType": "Stop", "retryPolicy": {"maxRetryCount": 1}}}');
 SELECT name, gen, synced, deleted, execution_type FROM pg_temp.jobs JOIN paidb.framework USING (name) WHERE name = 'done1';
+
+-- A session keeps what it last packed or read of each job
+-- (paidb.snapshot_cache_size), and an entry answers only for the stored
+-- bytes it was made from: another session's write and a rolled-back write
+-- of its own are read from the row.  Each event below composes its
+-- snapshot from the stored request, so a stale entry would show as a
+-- wrong spec.marker.
+SHOW paidb.snapshot_cache_size;
+SELECT name FROM req, paidb.put_framework_request(jsonb_set(r, '{metadata,name}', '"cached1"'));
+CREATE FUNCTION pg_temp.running(rv int) RETURNS text LANGUAGE sql AS $$
+SELECT paidb.apply_watch_event('MODIFIED', jsonb_build_object(
+  'metadata', jsonb_build_object('name', 'cached1', 'resourceVersion', rv::text,
+                                 'annotations', '{"requestGeneration": "1"}'::jsonb),
+  'status', '{"state": "AttemptRunning", "attemptStatus": {"id": 0}}'::jsonb))
+$$;
+CREATE FUNCTION pg_temp.mark(m text) RETURNS void LANGUAGE sql AS $$
+UPDATE paidb.framework f
+   SET snapshot_packed = paidb.pack_snapshot(jsonb_set(paidb.snapshot(f), '{spec,marker}', to_jsonb(m)), job_config)
+ WHERE name = 'cached1'
+$$;
+CREATE VIEW pg_temp.cached1 AS
+  SELECT resource_version AS rv, paidb.snapshot(f)->'spec'->>'marker' AS marker,
+         paidb.snapshot(f)->'status'->>'state' AS state
+    FROM paidb.framework f WHERE name = 'cached1';
+SELECT pg_temp.running(10);
+SELECT pg_temp.running(11);
+-- another session rewrote the row (as a superuser's UPDATE does here)
+SELECT pg_temp.mark('by another session');
+SELECT pg_temp.running(12);
+SELECT * FROM pg_temp.cached1;
+-- this session's own write, rolled back
+BEGIN;
+SELECT pg_temp.mark('rolled back');
+SELECT pg_temp.running(13);
+ROLLBACK;
+SELECT pg_temp.running(14);
+SELECT * FROM pg_temp.cached1;
+-- the same with a budget too small for the entry, and with none
+SET paidb.snapshot_cache_size = '8kB';
+SELECT pg_temp.mark('small budget');
+SELECT pg_temp.running(15);
+SELECT * FROM pg_temp.cached1;
+SET paidb.snapshot_cache_size = 0;
+SELECT pg_temp.mark('no cache');
+SELECT pg_temp.running(16);
+SELECT * FROM pg_temp.cached1;
+RESET paidb.snapshot_cache_size;
+SELECT pg_temp.try($$SET paidb.snapshot_cache_size = -1$$);

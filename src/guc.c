@@ -27,6 +27,7 @@ int			paidb_k8s_timeout_ms = 30000;
 int			paidb_resync_interval_ms = 60000;
 int			paidb_max_rpc_concurrency = 32;
 int			paidb_sync_batch_delay_ms = 20;
+int			paidb_snapshot_cache_kb = 4096;
 bool		paidb_retain_mode = false;
 int			paidb_watch_timeout_s = 300;
 int			paidb_list_page_size = 500;
@@ -131,6 +132,13 @@ paidb_define_gucs(void)
 							"Submissions that commit within it are sent together; 0 claims at every commit.",
 							&paidb_sync_batch_delay_ms, 20, 0, 1000,
 							PGC_SIGHUP, GUC_UNIT_MS, NULL, NULL, NULL);
+
+	DefineCustomIntVariable("paidb.snapshot_cache_size",
+							"Memory a session may keep of the snapshots it last read or wrote, per job.",
+							"Its next update of the same job then skips unpacking the stored snapshot; 0 keeps none. "
+							"The framework watcher keeps its own 32MB.",
+							&paidb_snapshot_cache_kb, 4096, 0, 1024 * 1024,
+							PGC_USERSET, GUC_UNIT_KB, NULL, NULL, NULL);
 
 	DefineCustomBoolVariable("paidb.retain_mode",
 							 "Keep frameworks that exist only in the API server.",

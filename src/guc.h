@@ -15,6 +15,7 @@ extern int	paidb_k8s_timeout_ms;
 extern int	paidb_resync_interval_ms;
 extern int	paidb_max_rpc_concurrency;
 extern int	paidb_sync_batch_delay_ms;
+extern int	paidb_snapshot_cache_kb;
 extern bool paidb_retain_mode;
 extern int	paidb_watch_timeout_s;
 extern int	paidb_list_page_size;

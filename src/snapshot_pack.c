@@ -24,6 +24,7 @@
 #include "utils/jsonb.h"
 #include "utils/memutils.h"
 
+#include "guc.h"
 #include "jsonb_util.h"
 #include "k8s_objects.h"
 #include "snapshot_dict.h"
@@ -50,15 +51,16 @@ static ZSTD_DDict *pack_ddict = NULL;
 
 /*
  * Unpacking parses the JSON text again (~35 us for a typical snapshot,
- * ~3 ms for one of 1,000 tasks), and the framework watcher's next update
- * of a job unpacks what its previous update of that job packed.  So a
- * worker that asks for it (paidb_snapshot_cache_enable) remembers, for
- * each job, the packed snapshot it last stored or read and what that
- * unpacks to: one entry per job, least recently used dropped first when
- * over the byte budget.  Unpacking is a function of the packed bytes and
- * the job config, and an entry answers only when both are byte for byte
- * the ones it was made from (a write rolled back leaves an entry that
- * never answers again).  Other backends keep nothing.
+ * ~3 ms for one of 1,000 tasks), and the next update of a job unpacks what
+ * the previous one packed.  So each process remembers, for each job, the
+ * packed snapshot it last stored or read and what that unpacks to: one
+ * entry per job, least recently used dropped first when over the byte
+ * budget (paidb.snapshot_cache_size in a backend, so a write merger's
+ * pooled connections skip the parse; the framework watcher sets its own
+ * with paidb_snapshot_cache_enable).  Unpacking is a function of the packed
+ * bytes and the job config, and an entry answers only when both are byte
+ * for byte the ones it was made from: a write rolled back, or another
+ * backend's write, leaves an entry that never answers again.
  */
 typedef struct SnapshotCacheEntry
 {
@@ -73,20 +75,39 @@ typedef struct SnapshotCacheEntry
 static HTAB *snapshot_cache = NULL;
 static dlist_head snapshot_cache_lru = DLIST_STATIC_INIT(snapshot_cache_lru);
 static MemoryContext snapshot_cache_cxt = NULL;
-static Size snapshot_cache_budget = 0;
+static Size snapshot_cache_own_budget = 0;	/* 0: paidb.snapshot_cache_size */
 static Size snapshot_cache_bytes = 0;
 
 /* See snapshot_pack.h. */
 void
 paidb_snapshot_cache_enable(Size budget)
 {
+	snapshot_cache_own_budget = budget;
+}
+
+/* The byte budget now: the process's own, or the setting's (in kB). */
+static Size
+cache_budget(void)
+{
+	if (snapshot_cache_own_budget > 0)
+		return snapshot_cache_own_budget;
+	return (Size) paidb_snapshot_cache_kb * 1024;
+}
+
+/* The table, made on first use (a backend that never updates a job has none). */
+static void
+cache_create(void)
+{
 	HASHCTL		ctl;
 
-	snapshot_cache_budget = budget;
-	if (snapshot_cache != NULL || budget == 0)
-		return;
+	/*
+	 * Blocks of 256 kB and up: malloc maps them apart from its heap.  In
+	 * small blocks, among each statement's short-lived memory, 8 sessions'
+	 * status updates fell to half their rate, malloc growing its heap again
+	 * at every transaction and faulting the pages in.
+	 */
 	snapshot_cache_cxt = AllocSetContextCreate(TopMemoryContext, "paidb unpacked snapshots",
-											   ALLOCSET_DEFAULT_SIZES);
+											   0, 256 * 1024, ALLOCSET_DEFAULT_MAXSIZE);
 	memset(&ctl, 0, sizeof(ctl));
 	ctl.keysize = PAIDB_FRAMEWORK_NAME_SIZE;
 	ctl.entrysize = sizeof(SnapshotCacheEntry);
@@ -128,12 +149,22 @@ cache_forget(SnapshotCacheEntry *e)
 	hash_search(snapshot_cache, e->name, HASH_REMOVE, NULL);
 }
 
-/* Whether the cache is on and can hold a job of this name. */
+/*
+ * Whether the cache is on and can hold a job of this name.  A budget
+ * lowered since (SET, a reload) is enforced here, before any use.
+ */
 static bool
 cache_usable(const char *name)
 {
-	return snapshot_cache != NULL && snapshot_cache_budget > 0 && name != NULL &&
-		strlen(name) < PAIDB_FRAMEWORK_NAME_SIZE;
+	Size		budget = cache_budget();
+
+	while (snapshot_cache_bytes > budget && !dlist_is_empty(&snapshot_cache_lru))
+		cache_forget(dlist_container(SnapshotCacheEntry, lru, dlist_tail_node(&snapshot_cache_lru)));
+	if (budget == 0 || name == NULL || strlen(name) >= PAIDB_FRAMEWORK_NAME_SIZE)
+		return false;
+	if (snapshot_cache == NULL)
+		cache_create();
+	return true;
 }
 
 /* Remember that the job's packed snapshot (with config) unpacks to snapshot. */
@@ -151,9 +182,9 @@ cache_put(const char *name, bytea *packed, text *config, Jsonb *snapshot)
 	if (e != NULL)
 		cache_forget(e);
 	/* one entry may take a quarter of the budget */
-	if (bytes > snapshot_cache_budget / 4)
+	if (bytes > cache_budget() / 4)
 		return;
-	while (snapshot_cache_bytes + bytes > snapshot_cache_budget && !dlist_is_empty(&snapshot_cache_lru))
+	while (snapshot_cache_bytes + bytes > cache_budget() && !dlist_is_empty(&snapshot_cache_lru))
 		cache_forget(dlist_container(SnapshotCacheEntry, lru, dlist_tail_node(&snapshot_cache_lru)));
 	/* copied before the entry exists: an error leaves no half-made entry */
 	old = MemoryContextSwitchTo(snapshot_cache_cxt);

@@ -21,15 +21,15 @@ extern bytea *paidb_pack_snapshot(Jsonb *snapshot, text *job_config);
 extern Jsonb *paidb_unpack_snapshot(bytea *packed, text *job_config);
 
 /*
- * The same, for the row of job `name` in this process: a worker that
- * turned the cache on (paidb_snapshot_cache_enable) remembers each job's
- * last packed snapshot and what it unpacks to, so its next update of the
- * job does not parse it again.  Without the cache these are the above.
+ * The same, for the row of job `name` in this process: the process
+ * remembers each job's last packed snapshot and what it unpacks to (within
+ * paidb.snapshot_cache_size, or the budget a worker set), so its next
+ * update of the job does not parse it again.
  */
 extern bytea *paidb_pack_job_snapshot(const char *name, Jsonb *snapshot, text *job_config);
 extern Jsonb *paidb_unpack_job_snapshot(const char *name, bytea *packed, text *job_config);
 
-/* Turn that cache on in this process, within budget bytes. */
+/* Give this process's cache its own budget in bytes, whatever the setting says. */
 extern void paidb_snapshot_cache_enable(Size budget);
 
 #endif							/* PAIDB_SNAPSHOT_PACK_H */
