@@ -174,7 +174,13 @@ prepare_plans(void)
 						   "    ($3 OPERATOR(pg_catalog.*) interval '1 millisecond') "
 						   "FROM due WHERE f.name = due.name "
 						   "RETURNING f.name, f.request_generation, f.sub_state, f.retries, "
-						   "  f.sync_failures, paidb.snapshot(f) OPERATOR(pg_catalog.-) 'status', "
+						   "  f.sync_failures, "
+						   /*
+							* the snapshot only for its request part (status and
+							* all: dropping it would copy the rest once more); a
+							* completed job is only deleted
+							*/
+						   "  CASE WHEN f.sub_state IS DISTINCT FROM 'Completed' THEN paidb.snapshot(f) END, "
 						   "  f.resource_version IS NULL, f.placement");
 	for (i = 0; i < NUM_ADDONS; i++)
 		appendStringInfo(&sql, ", f.%s", paidb_addon_slots[i].column);
