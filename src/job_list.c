@@ -62,6 +62,7 @@ static SPIPlanPtr insert_plan = NULL;
 static SPIPlanPtr update_plan = NULL;
 static SPIPlanPtr delete_plan = NULL;
 static SPIPlanPtr delta_plan = NULL;
+static SPIPlanPtr move_plan = NULL;
 static SPIPlanPtr tag_plan = NULL;
 
 /* The job columns each tag carries (paidb.tag.job_*), as summary columns. */
@@ -124,10 +125,8 @@ summary_values(HeapTuple tuple, TupleDesc desc, const AttrNumber *attnums,
 
 /* Append one +1/-1 row for the key of `values` to paidb.job_count_delta. */
 static void
-add_delta(const Datum *values, const char *nulls, int n)
+delta_args(const Datum *values, const char *nulls, int n, Datum *args, char *argnulls)
 {
-	Datum		args[NKEY + 1];
-	char		argnulls[NKEY + 1];
 	int			i;
 
 	for (i = 0; i < (int) NKEY; i++)
@@ -137,8 +136,30 @@ add_delta(const Datum *values, const char *nulls, int n)
 	}
 	args[NKEY] = Int32GetDatum(n);
 	argnulls[NKEY] = ' ';
+}
+
+static void
+add_delta(const Datum *values, const char *nulls, int n)
+{
+	Datum		args[NKEY + 1];
+	char		argnulls[NKEY + 1];
+
+	delta_args(values, nulls, n, args, argnulls);
 	if (SPI_execute_plan(delta_plan, args, argnulls, false, 0) != SPI_OK_INSERT)
 		elog(ERROR, "could not add a job count delta");
+}
+
+/* A job moved from the counts of old to those of new: -1 and +1 at once. */
+static void
+move_delta(const Datum *oldv, const char *oldn, const Datum *newv, const char *newn)
+{
+	Datum		args[2 * (NKEY + 1)];
+	char		argnulls[2 * (NKEY + 1)];
+
+	delta_args(oldv, oldn, -1, args, argnulls);
+	delta_args(newv, newn, 1, args + NKEY + 1, argnulls + NKEY + 1);
+	if (SPI_execute_plan(move_plan, args, argnulls, false, 0) != SPI_OK_INSERT)
+		elog(ERROR, "could not add job count deltas");
 }
 
 /* Whether two non-NULL values of a summary column's type are the same. */
@@ -205,7 +226,7 @@ summary_changed(const Datum *a, const char *an, const Datum *b, const char *bn)
 static void
 prepare_plans(void)
 {
-	Oid			delta_types[NKEY + 1];
+	Oid			delta_types[2 * (NKEY + 1)];
 	int			i;
 
 	if (tag_plan != NULL)
@@ -213,6 +234,7 @@ prepare_plans(void)
 	for (i = 0; i < (int) NKEY; i++)
 		delta_types[i] = summary_types[count_key[i]];
 	delta_types[NKEY] = INT4OID;
+	memcpy(&delta_types[NKEY + 1], delta_types, (NKEY + 1) * sizeof(Oid));
 	insert_plan = paidb_prepare_kept(
 		"INSERT INTO paidb.job_summary VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, "
 		"$12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22)",
@@ -232,6 +254,11 @@ prepare_plans(void)
 		"INSERT INTO paidb.job_count_delta (user_name, virtual_cluster, state, job_priority, archived, n) "
 		"VALUES ($1, $2, $3, $4, $5, $6)",
 		NKEY + 1, delta_types);
+	/* a job leaving one count for another: both rows in one statement */
+	move_plan = paidb_prepare_kept(
+		"INSERT INTO paidb.job_count_delta (user_name, virtual_cluster, state, job_priority, archived, n) "
+		"VALUES ($1, $2, $3, $4, $5, $6), ($7, $8, $9, $10, $11, $12)",
+		2 * (NKEY + 1), delta_types);
 	{
 		Oid			tag_types[3] = {TEXTOID, TIMESTAMPTZOID, TEXTOID};
 
@@ -315,10 +342,7 @@ paidb_framework_summary_trigger(PG_FUNCTION_ARGS)
 		if (SPI_execute_plan(update_plan, newv, newn, false, 0) != SPI_OK_UPDATE)
 			elog(ERROR, "could not update paidb.job_summary");
 		if (key_changed(oldv, oldn, newv, newn))
-		{
-			add_delta(oldv, oldn, -1);
-			add_delta(newv, newn, 1);
-		}
+			move_delta(oldv, oldn, newv, newn);
 		if (column_changed(SUMMARY_SUBMISSION_TIME, oldv, oldn, newv, newn) ||
 			column_changed(SUMMARY_USER_NAME, oldv, oldn, newv, newn))
 			update_tags(newv, newn);
