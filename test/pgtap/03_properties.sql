@@ -6,7 +6,7 @@ CREATE EXTENSION IF NOT EXISTS pgtap;
 DROP EXTENSION IF EXISTS paidb CASCADE;
 CREATE EXTENSION paidb CASCADE;
 \i test/bench/plpgsql_merge_patch.sql
-SELECT plan(19);
+SELECT plan(20);
 
 -- A random JSON value: objects over a small key set (so patches hit
 -- existing keys), arrays, scalars, and nulls in patches.
@@ -164,5 +164,35 @@ BEGIN
 END $$;
 SELECT matches(pg_temp.work_list_plan(), 'framework_needs_sync_idx',
                'the sync worker''s work list is an index scan of the partial index');
+-- The table's name check accepts exactly the names SPEC §2's pattern does:
+-- ^[a-z0-9]{1,63}$, checked directly against candidates at and around its
+-- edges (lengths 0, 1, 63, 64; characters beside the allowed ranges,
+-- non-ASCII letters, a trailing newline).
+CREATE FUNCTION pg_temp.name_check_accepts(n text) RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN
+    BEGIN
+        INSERT INTO paidb.framework (name, submission_time, snapshot_packed, request_generation)
+        VALUES (n, now(), paidb.pack_snapshot('{}'), 1);
+        RAISE EXCEPTION USING ERRCODE = 'P0004';    -- undo the row
+    EXCEPTION
+        WHEN check_violation THEN RETURN false;
+        WHEN assert_failure THEN RETURN true;
+    END;
+END $$;
+CREATE TEMP TABLE name_candidates AS
+SELECT DISTINCT c FROM (
+    SELECT repeat('a', len) || tail AS c
+      FROM generate_series(0, 64) len,
+           unnest(ARRAY['', '0', '9', 'z', 'A', 'Z', '-', '.', '_', '/', ':', '`', '{', '@', '[',
+                        'é', 'ж', ' ', E'\n', E'\t']) tail
+    UNION ALL
+    SELECT substr(md5(i::text) || md5((i + 1)::text), 1, 1 + i % 70) FROM generate_series(1, 300) i
+    UNION ALL
+    SELECT upper(substr(md5(i::text), 1, 5)) FROM generate_series(1, 20) i
+) s;
+SELECT is((SELECT count(*) FROM name_candidates
+            WHERE pg_temp.name_check_accepts(c) IS DISTINCT FROM (c ~ '^[a-z0-9]{1,63}$')),
+          0::bigint, 'the name check accepts exactly the names matching ^[a-z0-9]{1,63}$');
+
 SELECT * FROM finish();
 ROLLBACK;

@@ -101,7 +101,7 @@ is($updater->query_safe(q{SELECT count(*) FILTER (WHERE snapshot_packed IS NULL)
 	't', 'ALTER EXTENSION paidb UPDATE packs no snapshot itself');
 is($updater->query_safe(q{SELECT bool_or(convalidated) FROM pg_constraint
      WHERE conname IN ('framework_cluster_fkey', 'framework_moving_from_fkey', 'tag_framework_name_fkey',
-                       'framework_placement_check')}),
+                       'framework_placement_check', 'framework_name_valid')}),
 	'f', 'and validates no foreign key or check itself');
 is($updater->query_safe(q{SELECT string_agg(i, ',' ORDER BY i) FROM unnest(ARRAY['framework_cluster_idx',
     'framework_moving_from_idx', 'framework_needs_sync_idx', 'job_summary_user_name_idx', 'framework_expired_idx',
@@ -171,8 +171,8 @@ is($node->safe_psql('postgres', q{SELECT count(*) FROM paidb.framework_history h
     WHERE md5(paidb.snapshot(h)::text) = b.md5}), '200', 'every attempt holds its 0.2 snapshot');
 is($node->safe_psql('postgres', q{SELECT string_agg(conname || ' ' || convalidated, ', ' ORDER BY conname) FROM pg_constraint
     WHERE conname IN ('framework_cluster_fkey', 'framework_moving_from_fkey', 'tag_framework_name_fkey',
-                      'framework_placement_check')}),
-	'framework_cluster_fkey true, framework_moving_from_fkey true, framework_placement_check true, tag_framework_name_fkey true',
+                      'framework_placement_check', 'framework_name_valid')}),
+	'framework_cluster_fkey true, framework_moving_from_fkey true, framework_name_valid true, framework_placement_check true, tag_framework_name_fkey true',
 	'the foreign keys the update added unvalidated are validated');
 like(PaidbTest::log_since($node, $log_offset), qr/paidb ran "CREATE INDEX CONCURRENTLY framework_needs_sync_idx ON/,
 	'the retention worker built the new indexes CONCURRENTLY');
