@@ -141,6 +141,9 @@ typedef struct JbBuild
 	int			depth;			/* containers open */
 	int			on_path;		/* the first on_path of them lie on add_path */
 	const char *lastkey;		/* the key whose value comes next */
+	/* jb_from_text_without: a top-level member left out, and whether in it */
+	const char *skip_key;
+	bool		skipping;
 } JbBuild;
 
 /* A string's length, if jsonb can hold it (as jsonb_in checks) */
@@ -163,6 +166,8 @@ jb_build_object_start(void *arg)
 	JbBuild    *b = arg;
 
 	b->depth++;
+	if (b->skipping)
+		return;
 	if (b->add_key != NULL && b->on_path == b->depth - 1 &&
 		(b->depth == 1 || (b->depth - 1 <= b->add_npath && b->lastkey != NULL &&
 						   strcmp(b->lastkey, b->add_path[b->depth - 2]) == 0)))
@@ -176,6 +181,11 @@ jb_build_object_end(void *arg)
 {
 	JbBuild    *b = arg;
 
+	if (b->skipping)
+	{
+		b->depth--;
+		return;
+	}
 	if (b->add_key != NULL && b->on_path == b->depth && b->depth == b->add_npath + 1)
 	{
 		JsonbValue	k;
@@ -197,7 +207,8 @@ jb_build_array_start(void *arg)
 	JbBuild    *b = arg;
 
 	b->depth++;
-	b->result = pushJsonbValue(&b->state, WJB_BEGIN_ARRAY, NULL);
+	if (!b->skipping)
+		b->result = pushJsonbValue(&b->state, WJB_BEGIN_ARRAY, NULL);
 }
 
 /* Parser callback: an array ends */
@@ -207,7 +218,8 @@ jb_build_array_end(void *arg)
 	JbBuild    *b = arg;
 
 	b->depth--;
-	b->result = pushJsonbValue(&b->state, WJB_END_ARRAY, NULL);
+	if (!b->skipping)
+		b->result = pushJsonbValue(&b->state, WJB_END_ARRAY, NULL);
 }
 
 /* Parser callback: an object key */
@@ -217,11 +229,29 @@ jb_build_field(void *arg, char *fname, bool isnull)
 	JbBuild    *b = arg;
 	JsonbValue	v;
 
+	if (b->skipping)
+		return;
+	if (b->skip_key != NULL && b->depth == 1 && strcmp(fname, b->skip_key) == 0)
+	{
+		/* until this member's value ends: still lexed and checked, not built */
+		b->skipping = true;
+		return;
+	}
 	v.type = jbvString;
 	v.val.string.len = jb_string_len(strlen(fname));
 	v.val.string.val = fname;
 	b->result = pushJsonbValue(&b->state, WJB_KEY, &v);
 	b->lastkey = fname;
+}
+
+/* Parser callback: an object member's value has ended */
+static void
+jb_build_field_end(void *arg, char *fname, bool isnull)
+{
+	JbBuild    *b = arg;
+
+	if (b->skipping && b->depth == 1)
+		b->skipping = false;
 }
 
 /*
@@ -235,6 +265,16 @@ jb_build_scalar(void *arg, char *token, JsonTokenType type)
 	JbBuild    *b = arg;
 	JsonbValue	v;
 
+	if (b->skipping)
+	{
+		/* a huge skipped string is let go as a built one is */
+		if (b->lex->strval != NULL && b->lex->strval->maxlen > JB_LARGE_TEXT)
+		{
+			pfree(b->lex->strval->data);
+			initStringInfo(b->lex->strval);
+		}
+		return;
+	}
 	switch (type)
 	{
 		case JSON_TOKEN_STRING:
@@ -296,6 +336,8 @@ jb_build_actions(JsonSemAction *sem, JbBuild *b)
 	sem->array_start = jb_build_array_start;
 	sem->array_end = jb_build_array_end;
 	sem->object_field_start = jb_build_field;
+	if (b->skip_key != NULL)
+		sem->object_field_end = jb_build_field_end;
 	sem->scalar = jb_build_scalar;
 }
 
@@ -443,7 +485,7 @@ jb_object_replace(JsonbContainer *obj, int nkeys, const char *const *keys,
  */
 static Jsonb *
 jb_build_from_text(const char *text, int len, int add_npath, const char *const *add_path,
-				   const char *add_key, JsonbValue *add_value)
+				   const char *add_key, JsonbValue *add_value, const char *skip_key)
 {
 	MemoryContext caller = CurrentMemoryContext;
 	MemoryContext parse_cxt = AllocSetContextCreate(caller, "paidb large JSON parse",
@@ -459,6 +501,7 @@ jb_build_from_text(const char *text, int len, int add_npath, const char *const *
 	b.add_path = add_path;
 	b.add_key = add_key;
 	b.add_value = add_value;
+	b.skip_key = skip_key;
 	jb_build_actions(&sem, &b);
 	pg_parse_json_or_ereport(b.lex, &sem);
 	MemoryContextSwitchTo(caller);
@@ -471,7 +514,7 @@ jb_build_from_text(const char *text, int len, int add_npath, const char *const *
 Jsonb *
 jb_from_large_text(const char *text, int len)
 {
-	return jb_build_from_text(text, len, 0, NULL, NULL, NULL);
+	return jb_build_from_text(text, len, 0, NULL, NULL, NULL, NULL);
 }
 
 /* See jsonb_util.h. */
@@ -479,7 +522,7 @@ Jsonb *
 jb_from_text_adding(const char *text, int len, int npath, const char *const *path,
 					const char *key, JsonbValue *value)
 {
-	return jb_build_from_text(text, len, npath, path, key, value);
+	return jb_build_from_text(text, len, npath, path, key, value, NULL);
 }
 
 /*
@@ -495,6 +538,13 @@ jb_from_text(const char *text, int len)
 		return jb_from_large_text(text, len);
 	cstr = text[len] == '\0' ? text : pnstrdup(text, len);
 	return DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(cstr)));
+}
+
+/* See jsonb_util.h. */
+Jsonb *
+jb_from_text_without(const char *text, int len, const char *top_key)
+{
+	return jb_build_from_text(text, len, 0, NULL, NULL, NULL, top_key);
 }
 
 /* Serialise a container as compact JSON text (palloc'd). */

@@ -75,6 +75,12 @@ extern Jsonb *jb_from_large_text(const char *text, int len);
 extern Jsonb *jb_from_text_adding(const char *text, int len, int npath, const char *const *path,
 								  const char *key, JsonbValue *value);
 
+/*
+ * Parse JSON text into jsonb leaving out the member top_key of the root
+ * object (still checked as JSON, never built): for a reader that ignores it.
+ */
+extern Jsonb *jb_from_text_without(const char *text, int len, const char *top_key);
+
 /* Serialise a container as compact JSON text (palloc'd). */
 extern char *jb_to_text(JsonbContainer *jc, int estimated_len);
 

@@ -783,13 +783,22 @@ drop_item_text(WatchItem *item)
 static ApplyOutcome
 apply_framework(Reflector *r, WatchItem *item)
 {
-	Jsonb	   *object = jb_from_text(item->json, (int) item->len);
+	bool		may_import = r->importing || (r->adopt_in_watch && strcmp(item->type, "DELETED") != 0);
+	Jsonb	   *object;
 	const char *result;
 
+	/*
+	 * A watch event is merged with the stored request, never the object's
+	 * own spec (paidb_compose_snapshot): it is left out of the parse, which
+	 * is about half of a framework's text.  An import keeps the object whole.
+	 */
+	if (may_import)
+		object = jb_from_text(item->json, (int) item->len);
+	else
+		object = jb_from_text_without(item->json, (int) item->len, "spec");
 	drop_item_text(item);
 
-	if ((r->importing || (r->adopt_in_watch && strcmp(item->type, "DELETED") != 0))
-		&& paidb_import_framework_internal(object))
+	if (may_import && paidb_import_framework_internal(object))
 	{
 		elog(DEBUG1, "paidb framework watcher: adopted framework \"%s\"",
 			 item->name ? item->name : "");

@@ -144,6 +144,20 @@ for my $try (1 .. 5)
 ok($cut_seen, 'the watcher saw a watch cut in the middle of an event');
 ok(poll($node, qq{SELECT resource_version = $patched_rv FROM paidb.framework WHERE name = 'adopt2'}),
 	'the event that was cut is applied after all');
+
+# A watched object's own spec never reaches the stored snapshot (the watcher
+# leaves it out of its parse): a spec changed behind paidb's back is not
+# taken in, while the event itself is (its resourceVersion and status).
+my ($spec_code, $spec_patched) = $fake->api(PATCH => fw_path('adopt2'),
+	{ spec => { paidbForeignMember => 'changed in the API server' } }, 'application/merge-patch+json');
+die "patching adopt2's spec: HTTP $spec_code" unless $spec_code == 200;
+my $spec_rv = $spec_patched->{metadata}{resourceVersion};
+ok(poll($node, qq{SELECT resource_version = $spec_rv FROM paidb.framework WHERE name = 'adopt2'}),
+	'an event changing only the spec is applied');
+is($node->safe_psql('postgres', q{SELECT (s->'spec' ? 'paidbForeignMember')::text || ' ' || (s->'status'->>'state')
+    || ' ' || (s->'metadata'->>'resourceVersion')
+    FROM (SELECT paidb.snapshot(f) s FROM paidb.framework f WHERE name = 'adopt2') x}),
+	"false AttemptRunning $spec_rv", 'the stored snapshot keeps its own spec, and the event\'s status and metadata');
 my $cut1 = framework('cut1', 'kube-fake/run-seconds' => '0.5');
 my $cut1_json = encode_json($cut1);
 $node->safe_psql('postgres', qq{SELECT * FROM paidb.put_framework_request('$cut1_json')});
