@@ -540,13 +540,34 @@ typedef struct ApplyRun
 	int			skipped;
 } ApplyRun;
 
+/*
+ * Whether a run merges its framework events with one statement for all
+ * rows read and one for all rows written (write_merger.h).  Not for one
+ * event, and not while adopting: an import reads each row on its own.
+ */
+static bool
+batch_statements(Reflector *r, ApplyFn fn, int n)
+{
+	return fn == apply_framework && n > 1 && !r->importing && !r->adopt_in_watch;
+}
+
 /* Apply the run's items one after the other (inside a subtransaction). */
 static void
 apply_run(void *arg)
 {
 	ApplyRun   *run = (ApplyRun *) arg;
 	MemoryContext oldcxt = CurrentMemoryContext;
+	bool		batched = batch_statements(run->r, run->fn, run->n);
 
+	if (batched)
+	{
+		char	  **names = palloc(sizeof(char *) * run->n);
+
+		for (run->i = 0; run->i < run->n; run->i++)
+			names[run->i] = run->items[run->i].name;
+		paidb_watch_batch_begin(names, run->n);
+		pfree(names);
+	}
 	for (run->i = 0; run->i < run->n; run->i++)
 	{
 		WatchItem  *item = &run->items[run->i];
@@ -570,6 +591,8 @@ apply_run(void *arg)
 		else
 			run->skipped++;
 	}
+	if (batched)
+		paidb_watch_batch_end();
 }
 
 /*
@@ -585,6 +608,7 @@ apply_protected(Reflector *r, WatchItem *items, int n, ApplyFn fn, bool warn)
 	WatchItem  *bad;
 
 	edata = paidb_run_in_subxact(apply_run, &run, r->batch_cxt);
+	paidb_watch_batch_discard();	/* ended already, unless it failed */
 	MemoryContextReset(r->item_cxt);
 	if (edata == NULL)
 	{

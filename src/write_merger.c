@@ -18,6 +18,10 @@
 #include "miscadmin.h"
 #include "catalog/namespace.h"
 #include "utils/builtins.h"
+#include "utils/datum.h"
+#include "utils/hsearch.h"
+#include "access/htup_details.h"
+#include "utils/array.h"
 #include "utils/lsyscache.h"
 #include "utils/jsonb.h"
 #include "utils/memutils.h"
@@ -66,6 +70,15 @@ static SPIPlanPtr plan_update = NULL;
 static SPIPlanPtr plan_clear_addons = NULL;
 static SPIPlanPtr plan_queue_orphan = NULL;
 static SPIPlanPtr plan_forget_orphan = NULL;
+static SPIPlanPtr plan_lock_many = NULL;
+static SPIPlanPtr plan_update_many = NULL;
+
+/* The parameters of plan_update (and, as arrays, of plan_update_many). */
+#define UPDATE_NPARAMS (PAIDB_NUM_DERIVED + 8)
+static Oid	update_types[UPDATE_NPARAMS];
+static int16 update_typlen[UPDATE_NPARAMS];
+static bool update_typbyval[UPDATE_NPARAMS];
+static char update_typalign[UPDATE_NPARAMS];
 
 /*
  * Whether the plans were made for a schema with clusters (0.3 on).  A 0.2
@@ -118,6 +131,8 @@ prepare_plans(void)
 	free_plan(&plan_clear_addons);
 	free_plan(&plan_queue_orphan);
 	free_plan(&plan_forget_orphan);
+	free_plan(&plan_lock_many);
+	free_plan(&plan_update_many);
 	plans_have_clusters = clusters;
 	plans_packed = packed;
 
@@ -129,12 +144,28 @@ prepare_plans(void)
 	 * (which names 0.2's column while there is one; no plan here does).
 	 */
 	appendStringInfo(&sql, "SELECT request_generation, %s, resource_version, request_synced, "
-					 "api_server_deleted, %s, %s FROM paidb.framework f WHERE name = $1 FOR UPDATE",
+					 "api_server_deleted, %s, %s",
 					 packed ? "snapshot_packed, job_config" : "snapshot, NULL::pg_catalog.text",
 					 clusters ? "cluster, placement" : "'default'::pg_catalog.text, 1",
 					 packed ? "CASE WHEN snapshot_packed IS NULL THEN paidb.snapshot(f) END" :
 					 "NULL::pg_catalog.jsonb");
-	plan_lock = paidb_prepare_kept(sql.data, 1, types);
+	{
+		int			len = sql.len;
+
+		appendStringInfoString(&sql, " FROM paidb.framework f WHERE name = $1 FOR UPDATE");
+		plan_lock = paidb_prepare_kept(sql.data, 1, types);
+		/*
+		 * A watcher's batch: every row at once, locked in the order the
+		 * items are applied (bytewise by name, see worker_watch.c).
+		 */
+		sql.len = len;
+		sql.data[len] = '\0';
+		appendStringInfoString(&sql, ", name FROM paidb.framework f WHERE name = ANY ($1) "
+							   "ORDER BY name COLLATE pg_catalog.\"C\" FOR UPDATE");
+		types[0] = TEXTARRAYOID;
+		plan_lock_many = paidb_prepare_kept(sql.data, 1, types);
+		types[0] = TEXTOID;
+	}
 
 	/* INSERT: name, derived..., submission_time, snapshot, generation, synced, rv, add-ons */
 	resetStringInfo(&sql);
@@ -193,6 +224,33 @@ prepare_plans(void)
 					 "updated_at = pg_catalog.now() WHERE name = $%d",
 					 packed ? "snapshot_packed" : "snapshot", n + 1, n + 2, n + 3, n + 4, n + 5, n + 6, n + 6, n + 7, n + 8);
 	plan_update = paidb_prepare_kept(sql.data, n + 8, types);
+
+	/* the same for a watcher's batch, each parameter an array of them */
+	Assert(n + 8 == UPDATE_NPARAMS);
+	memcpy(update_types, types, sizeof(update_types));
+	resetStringInfo(&sql);
+	appendStringInfoString(&sql, "UPDATE paidb.framework f SET ");
+	for (i = 0; i < PAIDB_NUM_DERIVED; i++)
+		appendStringInfo(&sql, "%s = u.c%d, ", paidb_derived_column_names[i], i + 1);
+	appendStringInfo(&sql,
+					 "%s = u.c%d, request_generation = u.c%d, request_synced = u.c%d, "
+					 "api_server_deleted = u.c%d, resource_version = u.c%d, "
+					 "sent_generation = CASE WHEN u.c%d THEN NULL ELSE f.sent_generation END, "
+					 "sync_failures = CASE WHEN u.c%d THEN 0 ELSE f.sync_failures END, "
+					 "next_sync_at = CASE WHEN u.c%d THEN NULL ELSE f.next_sync_at END, "
+					 "updated_at = pg_catalog.now() FROM ROWS FROM (",
+					 packed ? "snapshot_packed" : "snapshot", n + 1, n + 2, n + 3, n + 4, n + 5, n + 6, n + 6, n + 7);
+	for (i = 0; i < UPDATE_NPARAMS; i++)
+	{
+		get_typlenbyvalalign(update_types[i], &update_typlen[i], &update_typbyval[i], &update_typalign[i]);
+		types[i] = get_array_type(update_types[i]);
+		appendStringInfo(&sql, "%spg_catalog.unnest($%d)", i ? ", " : "", i + 1);
+	}
+	appendStringInfoString(&sql, ") AS u(");
+	for (i = 0; i < UPDATE_NPARAMS; i++)
+		appendStringInfo(&sql, "%sc%d", i ? ", " : "", i + 1);
+	appendStringInfo(&sql, ") WHERE f.name OPERATOR(pg_catalog.=) u.c%d", UPDATE_NPARAMS);
+	plan_update_many = paidb_prepare_kept(sql.data, UPDATE_NPARAMS, types);
 
 	types[0] = TEXTOID;
 	plan_clear_addons = paidb_prepare_kept(
@@ -277,51 +335,246 @@ validate_request(Jsonb *request)
 	return name;
 }
 
+/* The columns plan_lock reads (plan_lock_many adds the name). */
+#define LOCK_NCOLS 9
+
+/* A stored row from the columns plan_lock read. */
+static void
+read_row(const char *name, const Datum *v, const bool *isnull, StoredFramework *row)
+{
+	row->found = true;
+	row->generation = DatumGetInt64(v[0]);
+	/* copied out of SPI memory: the caller uses it after further SPI calls */
+	if (isnull[1] && plans_packed)
+	{
+		/* not converted from 0.2 yet (or no snapshot at all) */
+		row->snapshot = isnull[8] ? NULL : DatumGetJsonbPCopy(v[8]);
+	}
+	else if (isnull[1])
+		row->snapshot = NULL;
+	else if (plans_packed)
+		row->snapshot = paidb_unpack_job_snapshot(name, DatumGetByteaPP(v[1]),
+												  isnull[2] ? NULL : DatumGetTextPP(v[2]));
+	else
+		row->snapshot = DatumGetJsonbPCopy(v[1]);
+	row->has_rv = !isnull[3];
+	row->resource_version = isnull[3] ? 0 : DatumGetInt64(v[3]);
+	row->request_synced = DatumGetBool(v[4]);
+	row->api_server_deleted = DatumGetBool(v[5]);
+	row->cluster = TextDatumGetCString(v[6]);
+	row->placement = DatumGetInt32(v[7]);
+}
+
+/*
+ * A framework watcher's batch (paidb_watch_batch_begin): its rows read and
+ * locked by one statement, its updates held back and written by one.  Each
+ * statement costs the executor's start and end (~20 us each for these two)
+ * whatever its number of rows.
+ */
+typedef struct BatchRow
+{
+	char		name[PAIDB_FRAMEWORK_NAME_SIZE];	/* hash key */
+	bool		found;
+	bool		taken;			/* an item read it: read the table from now on */
+	Datum		values[LOCK_NCOLS];
+	bool		nulls[LOCK_NCOLS];
+} BatchRow;
+
+typedef struct WatchBatch
+{
+	HTAB	   *rows;
+	int			npending;
+	int			cap;
+	Datum	   *values[UPDATE_NPARAMS];	/* the held-back updates, by parameter */
+	bool	   *nulls[UPDATE_NPARAMS];
+} WatchBatch;
+
+static MemoryContext watch_batch_cxt = NULL;
+static WatchBatch *watch_batch = NULL;
+
+/* Write the held-back updates of the batch (inside SPI). */
+static void
+batch_flush(void)
+{
+	WatchBatch *b = watch_batch;
+	Datum		args[UPDATE_NPARAMS];
+	int			dims[1];
+	int			lbs[1] = {1};
+	int			i;
+
+	if (b == NULL || b->npending == 0)
+		return;
+	dims[0] = b->npending;
+	for (i = 0; i < UPDATE_NPARAMS; i++)
+		args[i] = PointerGetDatum(construct_md_array(b->values[i], b->nulls[i], 1, dims, lbs,
+													 update_types[i], update_typlen[i],
+													 update_typbyval[i], update_typalign[i]));
+	if (SPI_execute_plan(plan_update_many, args, NULL, false, 0) != SPI_OK_UPDATE ||
+		SPI_processed != (uint64) b->npending)
+		elog(ERROR, "could not update %d frameworks (%llu updated)", b->npending,
+			 (unsigned long long) SPI_processed);
+	b->npending = 0;
+}
+
+/* Hold an update (plan_update's parameters) back until the batch is written. */
+static void
+batch_defer_update(const Datum *values, const char *nulls)
+{
+	WatchBatch *b = watch_batch;
+	MemoryContext old;
+	int			i;
+
+	if (b->npending == b->cap)
+		batch_flush();
+	old = MemoryContextSwitchTo(watch_batch_cxt);
+	for (i = 0; i < UPDATE_NPARAMS; i++)
+	{
+		b->nulls[i][b->npending] = nulls[i] == 'n';
+		b->values[i][b->npending] = nulls[i] == 'n' ? (Datum) 0 :
+			datumCopy(values[i], update_typbyval[i], update_typlen[i]);
+	}
+	MemoryContextSwitchTo(old);
+	b->npending++;
+}
+
+/* See write_merger.h. */
+void
+paidb_watch_batch_discard(void)
+{
+	watch_batch = NULL;
+	if (watch_batch_cxt != NULL)
+		MemoryContextReset(watch_batch_cxt);
+}
+
+/* See write_merger.h. */
+void
+paidb_watch_batch_begin(char *const *names, int n)
+{
+	WatchBatch *b;
+	HASHCTL		ctl;
+	MemoryContext old,
+				spicxt;
+	Datum	   *texts;
+	Datum		arg;
+	int			i,
+				k;
+	uint64		r;
+
+	paidb_watch_batch_discard();
+	if (watch_batch_cxt == NULL)
+		watch_batch_cxt = AllocSetContextCreate(TopMemoryContext, "paidb watch batch",
+												ALLOCSET_DEFAULT_SIZES);
+	old = MemoryContextSwitchTo(watch_batch_cxt);
+	b = palloc0(sizeof(WatchBatch));
+	memset(&ctl, 0, sizeof(ctl));
+	ctl.keysize = PAIDB_FRAMEWORK_NAME_SIZE;
+	ctl.entrysize = sizeof(BatchRow);
+	ctl.hcxt = watch_batch_cxt;
+	b->rows = hash_create("paidb watch batch", Max(n, 16), &ctl, HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
+	b->cap = Max(n, 1);
+	for (i = 0; i < UPDATE_NPARAMS; i++)
+	{
+		b->values[i] = palloc(sizeof(Datum) * b->cap);
+		b->nulls[i] = palloc(sizeof(bool) * b->cap);
+	}
+	/* every name, known to be absent unless the statement finds it */
+	texts = palloc(sizeof(Datum) * Max(n, 1));
+	for (i = 0, k = 0; i < n; i++)
+	{
+		BatchRow   *e;
+
+		if (names[i] == NULL || strlen(names[i]) >= PAIDB_FRAMEWORK_NAME_SIZE)
+			continue;
+		e = hash_search(b->rows, names[i], HASH_ENTER, NULL);
+		e->found = false;
+		e->taken = false;
+		texts[k++] = CStringGetTextDatum(names[i]);
+	}
+	arg = PointerGetDatum(construct_array(texts, k, TEXTOID, -1, false, TYPALIGN_INT));
+	MemoryContextSwitchTo(old);
+
+	SPI_connect();
+	prepare_plans();
+	if (SPI_execute_plan(plan_lock_many, &arg, NULL, false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not lock a batch of frameworks");
+	for (r = 0; r < SPI_processed; r++)
+	{
+		Datum		v[LOCK_NCOLS + 1];
+		bool		isnull[LOCK_NCOLS + 1];
+		char	   *name;
+		BatchRow   *e;
+
+		heap_deform_tuple(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, v, isnull);
+		name = TextDatumGetCString(v[LOCK_NCOLS]);
+		e = hash_search(b->rows, name, HASH_FIND, NULL);
+		if (e == NULL)
+			continue;
+		e->found = true;
+		/* kept until the batch ends, past this statement: detoasted copies */
+		spicxt = MemoryContextSwitchTo(watch_batch_cxt);
+		for (i = 0; i < LOCK_NCOLS; i++)
+		{
+			Form_pg_attribute att = TupleDescAttr(SPI_tuptable->tupdesc, i);
+
+			e->nulls[i] = isnull[i];
+			if (isnull[i])
+				e->values[i] = (Datum) 0;
+			else if (att->attlen == -1)
+				e->values[i] = PointerGetDatum(PG_DETOAST_DATUM_COPY(v[i]));
+			else
+				e->values[i] = datumCopy(v[i], att->attbyval, att->attlen);
+		}
+		MemoryContextSwitchTo(spicxt);
+	}
+	SPI_freetuptable(SPI_tuptable);
+	SPI_finish();
+	watch_batch = b;
+}
+
+/* See write_merger.h. */
+void
+paidb_watch_batch_end(void)
+{
+	if (watch_batch == NULL)
+		return;
+	SPI_connect();
+	prepare_plans();
+	batch_flush();
+	SPI_finish();
+	paidb_watch_batch_discard();
+}
+
 /* Lock and read the stored row of a framework, if any. */
 static void
 lock_framework(const char *name, StoredFramework *row)
 {
 	Datum		arg = CStringGetTextDatum(name);
-	bool		isnull;
-	HeapTuple	tup;
-	TupleDesc	desc;
-	Datum		d;
+	Datum		v[LOCK_NCOLS];
+	bool		isnull[LOCK_NCOLS];
 
 	memset(row, 0, sizeof(*row));
+	if (watch_batch != NULL && strlen(name) < PAIDB_FRAMEWORK_NAME_SIZE)
+	{
+		BatchRow   *e = hash_search(watch_batch->rows, name, HASH_FIND, NULL);
+
+		if (e != NULL && !e->taken)
+		{
+			/* read and locked with the batch, unchanged since */
+			e->taken = true;
+			if (e->found)
+				read_row(name, e->values, e->nulls, row);
+			return;
+		}
+		/* read again, with what the batch changed written first */
+		if (e != NULL)
+			batch_flush();
+	}
 	if (SPI_execute_plan(plan_lock, &arg, NULL, false, 1) != SPI_OK_SELECT)
 		elog(ERROR, "could not lock framework \"%s\"", name);
 	if (SPI_processed == 0)
 		return;
-	tup = SPI_tuptable->vals[0];
-	desc = SPI_tuptable->tupdesc;
-	row->found = true;
-	row->generation = DatumGetInt64(SPI_getbinval(tup, desc, 1, &isnull));
-	d = SPI_getbinval(tup, desc, 2, &isnull);
-	/* copy out of SPI memory: the caller uses it after further SPI calls */
-	if (isnull && plans_packed)
-	{
-		/* not converted from 0.2 yet (or no snapshot at all) */
-		d = SPI_getbinval(tup, desc, 9, &isnull);
-		row->snapshot = isnull ? NULL : DatumGetJsonbPCopy(d);
-	}
-	else if (isnull)
-		row->snapshot = NULL;
-	else if (plans_packed)
-	{
-		Datum		config = SPI_getbinval(tup, desc, 3, &isnull);
-
-		row->snapshot = paidb_unpack_job_snapshot(name, DatumGetByteaPP(d),
-												  isnull ? NULL : DatumGetTextPP(config));
-	}
-	else
-		row->snapshot = DatumGetJsonbPCopy(d);
-	d = SPI_getbinval(tup, desc, 4, &isnull);
-	row->has_rv = !isnull;
-	row->resource_version = isnull ? 0 : DatumGetInt64(d);
-	row->request_synced = DatumGetBool(SPI_getbinval(tup, desc, 5, &isnull));
-	row->api_server_deleted = DatumGetBool(SPI_getbinval(tup, desc, 6, &isnull));
-	row->cluster = SPI_getvalue(tup, desc, 7);
-	row->placement = DatumGetInt32(SPI_getbinval(tup, desc, 8, &isnull));
+	heap_deform_tuple(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, v, isnull);
+	read_row(name, v, isnull, row);
 }
 
 /* The snapshot as the row stores it: packed (0.3 on) with the row's job config, or jsonb. */
@@ -418,7 +671,9 @@ update_framework(const char *name, Jsonb *snapshot, DerivedColumns *cols, int64 
 	nulls[n++] = ' ';
 	values[n] = CStringGetTextDatum(name);
 	nulls[n++] = ' ';
-	if (SPI_execute_plan(plan_update, values, nulls, false, 0) != SPI_OK_UPDATE)
+	if (watch_batch != NULL)
+		batch_defer_update(values, nulls);
+	else if (SPI_execute_plan(plan_update, values, nulls, false, 0) != SPI_OK_UPDATE)
 		elog(ERROR, "could not update framework \"%s\"", name);
 }
 
@@ -1026,6 +1281,7 @@ apply_event(const char *type, Jsonb *object)
 		{
 			Datum		arg = CStringGetTextDatum(name);
 
+			batch_flush();		/* the update above first */
 			SPI_execute_plan(plan_clear_addons, &arg, NULL, false, 0);
 		}
 		return "deleted";

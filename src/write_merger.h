@@ -14,6 +14,18 @@
  */
 extern const char *paidb_apply_watch_event_internal(const char *event_type, Jsonb *object);
 
+/*
+ * A framework watcher's batch of events (inside a transaction, outside
+ * SPI).  Begin reads and locks the stored rows of the names in one
+ * statement; the events merged until end read those rows and hold their
+ * updates back; end writes them in one statement.  A name's second event
+ * in the batch writes what is held back and reads its row again.  After an
+ * error (the caller rolls back), discard forgets the batch.
+ */
+extern void paidb_watch_batch_begin(char *const *names, int n);
+extern void paidb_watch_batch_end(void);
+extern void paidb_watch_batch_discard(void);
+
 /* Import one framework listed from the API server; true if it was new. */
 extern bool paidb_import_framework_internal(Jsonb *object);
 

@@ -313,6 +313,42 @@ $node->safe_psql('postgres', q{DROP TRIGGER poison ON paidb.framework});
 ok(poll($node, q{SELECT state = 'RUNNING' AND request_synced FROM paidb.framework WHERE name = 'poison1'}),
 	'once the failure is gone the event is applied after all');
 
+# ---- 10. a held-back stream of many jobs' events is applied together
+# The watcher reads a run's rows with one statement and writes them with
+# one (issue 19); a job with several events in the run has them applied in
+# order, each seeing the one before: every job ends at its last event.
+$fake->fault(status => 500, verb => 'watch', resource => 'frameworks', count => -1);
+$fake->cut_watches('reset', 'frameworks');
+ok(poll($node, q{SELECT last_error LIKE 'WATCH frameworks failed%' FROM paidb.status() WHERE worker = 'framework watcher'}),
+	'the watch is held back again');
+my @many = map { "many$_" } 1 .. 6;
+for my $name (@many)
+{
+	my $obj = framework($name, 'kube-fake/run-seconds' => '0.4', 'kube-fake/step-seconds' => '0.1');
+	my $json = encode_json($obj);
+	$node->safe_psql('postgres', qq{SELECT * FROM paidb.put_framework_request('$json')});
+	create_in_fake($obj);
+}
+my %rv_in_fake;
+ok(wait_until(sub {
+	my ($c, $l) = $fake->api(GET => fw_path());
+	%rv_in_fake = map { $_->{metadata}{name} => $_->{metadata}{resourceVersion} }
+	  grep { ($_->{status}{state} // '') eq 'Completed' && $_->{metadata}{name} =~ /^many\d$/ } @{ $l->{items} };
+	return keys %rv_in_fake == @many;
+}), 'all of them complete in kube-fake while the watch is held back');
+$fake->clear_faults;
+ok(poll($node, q{SELECT count(*) = 6 FROM paidb.framework WHERE name LIKE 'many_' AND state = 'SUCCEEDED' AND request_synced}),
+	'each job is applied up to its completion');
+# (the sync worker may change a completed framework again afterwards: at
+# least the completion's resourceVersion, never an earlier event's)
+my %stored = split /[=\s]+/, $node->safe_psql('postgres',
+	q{SELECT string_agg(name || '=' || resource_version, ' ' ORDER BY name) FROM paidb.framework WHERE name LIKE 'many_'});
+is(join(' ', map { "$_=" . (($stored{$_} // 0) >= $rv_in_fake{$_} ? 'ok' : "$stored{$_}<$rv_in_fake{$_}") } sort keys %rv_in_fake),
+	join(' ', map { "$_=ok" } sort keys %rv_in_fake),
+	"each stores its completion's resourceVersion or a later one");
+is($node->safe_psql('postgres', q{SELECT count(*) FROM paidb.job_summary WHERE name LIKE 'many_' AND state = 'SUCCEEDED'}),
+	'6', 'and the job list shows every one completed');
+
 unlike(slurp_file($node->logfile), qr/TRAP:|terminated by signal/, 'no process crashed');
 
 $node->stop;
