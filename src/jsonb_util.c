@@ -540,11 +540,134 @@ jb_from_text(const char *text, int len)
 	return DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(cstr)));
 }
 
-/* See jsonb_util.h. */
+/*
+ * The index of the quote that closes a JSON string whose text starts at q
+ * (after its opening quote), or -1 if it does not end: memchr to each
+ * quote, which closes the string unless an odd run of backslashes escapes it.
+ */
+static int
+jb_string_end(const char *text, int len, int q)
+{
+	while (q < len)
+	{
+		const char *quote = memchr(text + q, '"', len - q);
+		int			i,
+					backslashes = 0;
+
+		if (quote == NULL)
+			return -1;
+		i = (int) (quote - text);
+		while (i - 1 - backslashes >= q && text[i - 1 - backslashes] == '\\')
+			backslashes++;
+		if (backslashes % 2 == 0)
+			return i;
+		q = i + 1;
+	}
+	return -1;
+}
+
+/*
+ * Where the value of the root object's member `key` lies in JSON text,
+ * found by following only strings and brackets: [*start, *end), up to the
+ * comma or brace after it.  False if it is not found that way (no such
+ * member, a key written with escapes, text that is not an object or ends
+ * inside the value): the caller then parses everything.
+ */
+static bool
+jb_top_member_span(const char *text, int len, const char *key, int *start, int *end)
+{
+	size_t		keylen = strlen(key);
+	int			depth = 0;
+	bool		want_key = false;	/* a string now would be a root key */
+	bool		matched = false;	/* the last root key was `key` */
+	int			p;
+
+	for (p = 0; p < len; p++)
+	{
+		char		c = text[p];
+
+		if (c == '"')
+		{
+			int			q = jb_string_end(text, len, p + 1);
+
+			if (q < 0)
+				return false;
+			if (depth == 1 && want_key)
+			{
+				matched = (size_t) (q - p - 1) == keylen && memcmp(text + p + 1, key, keylen) == 0;
+				want_key = false;
+			}
+			p = q;
+		}
+		else if (c == ':' && depth == 1 && matched)
+		{
+			int			d = 0;
+
+			*start = p + 1;
+			for (p++; p < len; p++)
+			{
+				c = text[p];
+				if (c == '"')
+				{
+					p = jb_string_end(text, len, p + 1);
+					if (p < 0)
+						return false;
+				}
+				else if (c == '{' || c == '[')
+					d++;
+				else if (c == '}' || c == ']')
+				{
+					if (d == 0)
+						break;
+					d--;
+				}
+				else if (c == ',' && d == 0)
+					break;
+			}
+			if (p >= len || d != 0)
+				return false;
+			/* an empty value is left for the parser to refuse */
+			for (*end = p; p > *start; p--)
+				if (!isspace((unsigned char) text[p - 1]))
+					return true;
+			return false;
+		}
+		else if (c == '{' || c == '[')
+		{
+			depth++;
+			want_key = (depth == 1 && c == '{');
+		}
+		else if (c == '}' || c == ']')
+			depth--;
+		else if (c == ',' && depth == 1)
+			want_key = true;
+	}
+	return false;
+}
+
+/*
+ * See jsonb_util.h.  The member's value is cut out of the text before the
+ * parse: PostgreSQL's lexer costs about as much per byte of a value it
+ * skips as of one it builds, and a framework's spec is half its text.
+ */
 Jsonb *
 jb_from_text_without(const char *text, int len, const char *top_key)
 {
-	return jb_build_from_text(text, len, 0, NULL, NULL, NULL, top_key);
+	int			start,
+				end;
+	char	   *cut;
+	Jsonb	   *out;
+
+	if (!jb_top_member_span(text, len, top_key, &start, &end))
+		return jb_build_from_text(text, len, 0, NULL, NULL, NULL, top_key);
+	cut = palloc(len - (end - start) + 3);
+	memcpy(cut, text, start);
+	memcpy(cut + start, "{}", 2);
+	memcpy(cut + start + 2, text + end, len - end);
+	cut[len - (end - start) + 2] = '\0';
+	out = jb_build_from_text(cut, len - (end - start) + 2, 0, NULL, NULL, NULL, top_key);
+	pfree(cut);
+	return out;
 }
 
 /* Serialise a container as compact JSON text (palloc'd). */

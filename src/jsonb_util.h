@@ -77,7 +77,8 @@ extern Jsonb *jb_from_text_adding(const char *text, int len, int npath, const ch
 
 /*
  * Parse JSON text into jsonb leaving out the member top_key of the root
- * object (still checked as JSON, never built): for a reader that ignores it.
+ * object: for a reader that ignores it.  Its value is checked only for
+ * balanced strings and brackets (the rest of the text as JSON).
  */
 extern Jsonb *jb_from_text_without(const char *text, int len, const char *top_key);
 

@@ -94,6 +94,8 @@ CREATE FUNCTION paidb_test_k8s_config() RETURNS jsonb
 	AS '$libdir/paidb_test', 'paidb_test_k8s_config' LANGUAGE C;
 CREATE FUNCTION paidb_test_k8s_retry_after(value text) RETURNS bigint
 	AS '$libdir/paidb_test', 'paidb_test_k8s_retry_after' LANGUAGE C;
+CREATE FUNCTION paidb_test_jsonb_without(json text, key text) RETURNS jsonb
+	AS '$libdir/paidb_test', 'paidb_test_jsonb_without' LANGUAGE C;
 };
 $decl =~ s/'\$libdir\/paidb_test'/'$lib'/g;
 $node->safe_psql('postgres', $decl);
@@ -654,6 +656,60 @@ note 'TLS';
 
 	set_conf('paidb.k8s_api_server' => $fake->url);
 	is(req('get', "$fw_path/pl1")->{kind}, 'ok', 'back on the plain fake');
+}
+
+# ---------------------------------------------------------------------
+note 'the watcher parses a watched object without its spec';
+# It cuts the spec's value out of the text before parsing (src/jsonb_util.c,
+# following only strings and brackets): for any object the result must be
+# what PostgreSQL makes of the whole text less that member.
+{
+	my @tricky = ('"', '\\', '}', '{', ']', '[', ',', ':', 'spec', '"spec":', "\x{e9}", "\t", '\\"}');
+	my $seed = 19;
+	my $rand = sub { $seed = ($seed * 1103515245 + 12345) % 2**31; return $seed % $_[0]; };
+	my $value;
+	$value = sub {
+		my ($depth) = @_;
+		my $k = $rand->($depth > 3 ? 4 : 7);
+		return $rand->(1000) - 500 if $k == 0;
+		return join('', map { $tricky[$rand->(scalar @tricky)] } 1 .. $rand->(6)) if $k == 1;
+		return JSON::PP::true() if $k == 2;
+		return undef if $k == 3;
+		return [ map { $value->($depth + 1) } 1 .. $rand->(4) ] if $k == 4;
+		return { map { ($rand->(3) ? "k" . $rand->(9) : 'spec') => $value->($depth + 1) } 1 .. $rand->(5) };
+	};
+	my (@cases, $n_with);
+	for my $i (1 .. 400)
+	{
+		# members in a random order; spec (any value) in most, or written "sp\u0065c"
+		my @members = map { [ "m$_", $value->(1) ] } 1 .. $rand->(5);
+		my $with = $rand->(5);
+		splice(@members, $rand->(@members + 1), 0, [ 'spec', $value->(1) ]) if $with;
+		$n_with++ if $with;
+		my $sep = (', ', ',', " ,\n ")[ $rand->(3) ];
+		my $text = '{' . join($sep, map { JSON::PP->new->ascii->allow_nonref->encode($_->[0]) . ($rand->(2) ? ' : ' : ':')
+			  . JSON::PP->new->ascii->allow_nonref->encode($_->[1]) } @members) . ($rand->(2) ? ' }' : '}');
+		$text =~ s/"spec"/"sp\\u0065c"/ if $with && $rand->(8) == 0;
+		push @cases, $text;
+	}
+	ok($n_with > 200 && $n_with < 400, "most of the 400 objects have a spec ($n_with)");
+	my $tbl = join(",\n", map { "('" . s/'/''/gr . "')" } @cases);
+	$node->safe_psql('postgres', "CREATE TABLE parse_cases (t text); INSERT INTO parse_cases VALUES $tbl");
+	is($node->safe_psql('postgres', q{SELECT count(*) FROM parse_cases
+		WHERE paidb_test_jsonb_without(t, 'spec') IS DISTINCT FROM t::jsonb - 'spec'}),
+		'0', 'every object parses to the whole text less its spec');
+	is($node->safe_psql('postgres', q{SELECT count(*) FROM parse_cases
+		WHERE paidb_test_jsonb_without(t, 'm1') IS DISTINCT FROM t::jsonb - 'm1'}),
+		'0', 'and less any other member asked for');
+	# what is outside the spec is still checked as JSON
+	for my $bad ('{"spec": {"a": 1}, "status": tru}', '{"spec": {"a": 1}} x', '{"spec": {"a": "1}',
+		'{"spec": {"a": [1}, "b": 2}', '{"a": 1, "spec": }', '[{"spec": 1}]')
+	{
+		my ($rc, $out, $err) = $node->psql('postgres',
+			"SELECT paidb_test_jsonb_without('" . ($bad =~ s/'/''/gr) . "', 'spec')");
+		is($rc == 0 ? 'parsed' : $err =~ /invalid input syntax for type json|cannot|must/ ? 'refused' : $err,
+			$bad =~ /^\[/ ? 'parsed' : 'refused', "malformed outside the spec: $bad");
+	}
 }
 
 # ---------------------------------------------------------------------

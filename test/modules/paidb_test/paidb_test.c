@@ -30,6 +30,7 @@
 #include "utils/memutils.h"
 #include "utils/wait_event.h"
 
+#include "jsonb_util.h"
 #include "k8s_client.h"
 #include "k8s_watch.h"
 
@@ -44,6 +45,7 @@ PG_FUNCTION_INFO_V1(paidb_test_k8s_in_flight);
 PG_FUNCTION_INFO_V1(paidb_test_k8s_reset);
 PG_FUNCTION_INFO_V1(paidb_test_k8s_config);
 PG_FUNCTION_INFO_V1(paidb_test_k8s_retry_after);
+PG_FUNCTION_INFO_V1(paidb_test_jsonb_without);
 
 /* The session's client */
 static K8sClient *test_client = NULL;
@@ -578,4 +580,18 @@ paidb_test_k8s_retry_after(PG_FUNCTION_ARGS)
 	char	   *value = test_text_arg(fcinfo, 0);
 
 	PG_RETURN_INT64((int64) k8s_retry_after_ms(value));
+}
+
+/*
+ * paidb_test_jsonb_without(json text, key text) returns jsonb: how the
+ * framework watcher parses a watched object (src/jsonb_util.c), for the
+ * property that it equals json::jsonb - key.
+ */
+Datum
+paidb_test_jsonb_without(PG_FUNCTION_ARGS)
+{
+	text	   *json = PG_GETARG_TEXT_PP(0);
+	char	   *key = test_text_arg(fcinfo, 1);
+
+	PG_RETURN_JSONB_P(jb_from_text_without(VARDATA_ANY(json), (int) VARSIZE_ANY_EXHDR(json), key));
 }
