@@ -5,6 +5,7 @@
 #ifndef PAIDB_JSONB_UTIL_H
 #define PAIDB_JSONB_UTIL_H
 
+#include "lib/stringinfo.h"
 #include "utils/jsonb.h"
 
 /* Look up a path of object keys; false if any step is missing or not an object. */
@@ -82,7 +83,13 @@ extern Jsonb *jb_from_text_adding(const char *text, int len, int npath, const ch
  */
 extern Jsonb *jb_from_text_without(const char *text, int len, const char *top_key);
 
-/* Serialise a container as compact JSON text (palloc'd). */
+/*
+ * Append a container's JSON text, as JsonbToCString writes it, leaving out
+ * the member at path skip (nskip keys below the root) if there is one.
+ */
+extern void jb_print(StringInfo out, JsonbContainer *jc, int nskip, const char *const *skip);
+
+/* Serialise a container as compact JSON text (palloc'd), as jb_print. */
 extern char *jb_to_text(JsonbContainer *jc, int estimated_len);
 
 #endif							/* PAIDB_JSONB_UTIL_H */

@@ -253,51 +253,15 @@ ensure_decompressor(void)
 	}
 }
 
-/*
- * The snapshot's JSON text without metadata.annotations.config.  Only the
- * metadata is copied to leave the annotation out; the other members are
- * printed as they are (a snapshot of 1,000 tasks is not rebuilt for it).
- */
+/* The snapshot's JSON text without metadata.annotations.config. */
 static char *
 json_without_config(Jsonb *snapshot)
 {
 	StringInfoData out;
-	JsonbIterator *it = JsonbIteratorInit(&snapshot->root);
-	JsonbValue	v;
-	JsonbIteratorToken tok;
-	bool		first = true;
-	bool		metadata = false;
-	JbMemberEdit edit = {1, (const char *[]) {"config"}, (JsonbValue *[]) {NULL}, NULL, NULL, 0};
 
 	initStringInfo(&out);
 	enlargeStringInfo(&out, VARSIZE(snapshot));
-	appendStringInfoChar(&out, '{');
-	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
-	{
-		if (tok == WJB_KEY)
-		{
-			if (!first)
-				appendStringInfoString(&out, ", ");
-			first = false;
-			escape_json(&out, pnstrdup(v.val.string.val, v.val.string.len));
-			appendStringInfoString(&out, ": ");
-			metadata = v.val.string.len == 8 && memcmp(v.val.string.val, "metadata", 8) == 0;
-		}
-		else if (tok == WJB_VALUE)
-		{
-			JsonbContainer *value;
-
-			if (v.type != jbvBinary)
-				value = &JsonbValueToJsonb(&v)->root;	/* a scalar prints as itself */
-			else if (metadata)
-				value = &JsonbValueToJsonb(jb_object_edit(v.val.binary.data, 1,
-														  (const char *[]) {"annotations"}, &edit))->root;
-			else
-				value = v.val.binary.data;
-			JsonbToCString(&out, value, 0);
-		}
-	}
-	appendStringInfoChar(&out, '}');
+	jb_print(&out, &snapshot->root, 3, (const char *[]) {"metadata", "annotations", "config"});
 	return out.data;
 }
 
@@ -338,7 +302,7 @@ paidb_pack_snapshot(Jsonb *snapshot, text *job_config)
 		flags |= PACK_FLAG_NO_CONFIG;
 	}
 	else
-		json = JsonbToCString(NULL, &snapshot->root, VARSIZE(snapshot));
+		json = jb_to_text(&snapshot->root, VARSIZE(snapshot));
 	len = strlen(json);
 	bound = ZSTD_compressBound(len);
 	if (bound > MaxAllocSize - VARHDRSZ - PACK_HEADER_BYTES)

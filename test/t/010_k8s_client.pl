@@ -96,6 +96,8 @@ CREATE FUNCTION paidb_test_k8s_retry_after(value text) RETURNS bigint
 	AS '$libdir/paidb_test', 'paidb_test_k8s_retry_after' LANGUAGE C;
 CREATE FUNCTION paidb_test_jsonb_without(json text, key text) RETURNS jsonb
 	AS '$libdir/paidb_test', 'paidb_test_jsonb_without' LANGUAGE C;
+CREATE FUNCTION paidb_test_jsonb_print(value jsonb, skip text[]) RETURNS text
+	AS '$libdir/paidb_test', 'paidb_test_jsonb_print' LANGUAGE C;
 };
 $decl =~ s/'\$libdir\/paidb_test'/'$lib'/g;
 $node->safe_psql('postgres', $decl);
@@ -701,6 +703,27 @@ note 'the watcher parses a watched object without its spec';
 	is($node->safe_psql('postgres', q{SELECT count(*) FROM parse_cases
 		WHERE paidb_test_jsonb_without(t, 'm1') IS DISTINCT FROM t::jsonb - 'm1'}),
 		'0', 'and less any other member asked for');
+	# and snapshots are printed as JsonbToCString prints them (jb_print):
+	# the same objects, with numbers and control characters in them, and
+	# a member left out at any depth
+	my @numbers = ('0', '-0', '1.50', '1e-7', '2E+20', '-3.0e2', '123456789012345678901234567890.1234567890', '7');
+	my @more = map {
+		my $t = $_;
+		$t =~ s/"m1"/"m1\\b\\f\\n\\r\\t\\u0001\\u001f\\u007f\\u00e9"/ if $rand->(3) == 0;
+		$t =~ s/(?<=: )(-?\d+)(?=[,}\]])/$numbers[$rand->(scalar @numbers)]/e for 1 .. 3;
+		$t } @cases;
+	push @more, '"a string"', '12.5', 'null', 'true', '[]', '{}', '[1, [2, {}], {"a": [null]}]';
+	$node->safe_psql('postgres', "CREATE TABLE print_cases (j jsonb); INSERT INTO print_cases VALUES "
+		  . join(",\n", map { "('" . s/'/''/gr . "')" } @more));
+	is($node->safe_psql('postgres', q{SELECT count(*), count(*) FILTER (WHERE paidb_test_jsonb_print(j, '{}') = j::text)
+		FROM print_cases}), scalar(@more) . '|' . scalar(@more), 'jb_print writes what jsonb_out writes');
+	is($node->safe_psql('postgres', q{SELECT count(*) FROM print_cases, (VALUES ('{spec}'::text[]), ('{m1}'), ('{m2,k1}'),
+		('{m1,k3,spec}'), ('{nothing,k1}')) p(path)
+		WHERE jsonb_typeof(j) = 'object' AND jsonb_typeof(j #> path[1:1]) IS DISTINCT FROM 'array'
+		  AND jsonb_typeof(j #> path[1:2]) IS DISTINCT FROM 'array'
+		  AND paidb_test_jsonb_print(j, path) IS DISTINCT FROM (j #- path)::text}),
+		'0', 'and leaves out the member asked for, at any depth');
+
 	# what is outside the spec is still checked as JSON
 	for my $bad ('{"spec": {"a": 1}, "status": tru}', '{"spec": {"a": 1}} x', '{"spec": {"a": "1}',
 		'{"spec": {"a": [1}, "b": 2}', '{"a": 1, "spec": }', '[{"spec": 1}]')

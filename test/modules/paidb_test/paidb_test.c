@@ -24,6 +24,8 @@
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
 #include "portability/instr_time.h"
+#include "catalog/pg_type.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/fmgrprotos.h"
 #include "utils/json.h"
@@ -46,6 +48,7 @@ PG_FUNCTION_INFO_V1(paidb_test_k8s_reset);
 PG_FUNCTION_INFO_V1(paidb_test_k8s_config);
 PG_FUNCTION_INFO_V1(paidb_test_k8s_retry_after);
 PG_FUNCTION_INFO_V1(paidb_test_jsonb_without);
+PG_FUNCTION_INFO_V1(paidb_test_jsonb_print);
 
 /* The session's client */
 static K8sClient *test_client = NULL;
@@ -594,4 +597,30 @@ paidb_test_jsonb_without(PG_FUNCTION_ARGS)
 	char	   *key = test_text_arg(fcinfo, 1);
 
 	PG_RETURN_JSONB_P(jb_from_text_without(VARDATA_ANY(json), (int) VARSIZE_ANY_EXHDR(json), key));
+}
+
+/*
+ * paidb_test_jsonb_print(value jsonb, skip text[]) returns text: jb_print
+ * (src/jsonb_util.c) leaving out the member at path skip, for the property
+ * that it equals (value #- skip)::text.
+ */
+Datum
+paidb_test_jsonb_print(PG_FUNCTION_ARGS)
+{
+	Jsonb	   *value = PG_GETARG_JSONB_P(0);
+	ArrayType  *skip = PG_GETARG_ARRAYTYPE_P(1);
+	Datum	   *elems;
+	bool	   *nulls;
+	int			n,
+				i;
+	const char **path;
+	StringInfoData out;
+
+	deconstruct_array(skip, TEXTOID, -1, false, TYPALIGN_INT, &elems, &nulls, &n);
+	path = palloc(sizeof(char *) * Max(n, 1));
+	for (i = 0; i < n; i++)
+		path[i] = TextDatumGetCString(elems[i]);
+	initStringInfo(&out);
+	jb_print(&out, &value->root, n, path);
+	PG_RETURN_TEXT_P(cstring_to_text(out.data));
 }
