@@ -453,6 +453,235 @@ push_object_edited(JsonbParseState **st, JsonbContainer *obj, int npath, const c
 	return true;
 }
 
+/*
+ * Writing an object whose members are copied from other jsonb
+ *
+ * pushJsonbValue unpacks every binary value it is given into the parse
+ * state, element by element, and JsonbValueToJsonb encodes it all again:
+ * composing a snapshot from a stored request and a watched status rebuilt
+ * both whole.  jb_object_replaced writes the new object's entries itself
+ * and copies each member's bytes as they are (a container's offsets are
+ * its own, so it moves as it is, on a 4-byte boundary like every
+ * container and number).  The result is byte for byte what
+ * JsonbValueToJsonb makes of the same object (test/t/010_k8s_client.pl).
+ */
+typedef struct JbRawMember
+{
+	const char *key;
+	int			keylen;
+	uint32		type;			/* JENTRY_IS* */
+	const char *data;			/* a number or container: its aligned start */
+	uint32		len;			/* without alignment padding */
+	int			order;			/* as given: of two equal keys the later wins */
+} JbRawMember;
+
+/* Bytes of a container: header, entries and the data they span. */
+static uint32
+jb_container_bytes(const JsonbContainer *jc)
+{
+	uint32		count = JsonContainerSize(jc);
+	uint32		nentries = JsonContainerIsObject(jc) ? count * 2 : count;
+	uint32		end = 0;
+	uint32		i;
+
+	for (i = 0; i < nentries; i++)
+		JBE_ADVANCE_OFFSET(end, jc->children[i]);
+	return offsetof(JsonbContainer, children) + nentries * sizeof(JEntry) + end;
+}
+
+/* A JsonbValue as member data; object and array trees are encoded first. */
+static void
+jb_raw_from_value(JbRawMember *m, JsonbValue *v)
+{
+	switch (v->type)
+	{
+		case jbvNull:
+			m->type = JENTRY_ISNULL;
+			m->data = NULL;
+			m->len = 0;
+			break;
+		case jbvBool:
+			m->type = v->val.boolean ? JENTRY_ISBOOL_TRUE : JENTRY_ISBOOL_FALSE;
+			m->data = NULL;
+			m->len = 0;
+			break;
+		case jbvString:
+			m->type = JENTRY_ISSTRING;
+			m->data = v->val.string.val;
+			m->len = (uint32) jb_string_len(v->val.string.len);
+			break;
+		case jbvNumeric:
+			m->type = JENTRY_ISNUMERIC;
+			m->data = (const char *) v->val.numeric;
+			m->len = VARSIZE_ANY(v->val.numeric);
+			break;
+		case jbvBinary:
+			if (JsonContainerIsScalar(v->val.binary.data))
+			{
+				JsonbValue	scalar;
+
+				/* a raw scalar container holds its value as a one-element array */
+				if (!JsonbExtractScalar(v->val.binary.data, &scalar))
+					elog(ERROR, "could not read a jsonb scalar");
+				jb_raw_from_value(m, &scalar);
+				return;
+			}
+			m->type = JENTRY_ISCONTAINER;
+			m->data = (const char *) v->val.binary.data;
+			m->len = jb_container_bytes(v->val.binary.data);
+			break;
+		default:
+			{
+				Jsonb	   *encoded = JsonbValueToJsonb(v);
+
+				m->type = JENTRY_ISCONTAINER;
+				m->data = (const char *) &encoded->root;
+				m->len = VARSIZE(encoded) - VARHDRSZ;
+			}
+			break;
+	}
+}
+
+/* jsonb's order of object keys: shorter first, then bytewise */
+static int
+jb_raw_member_cmp(const void *a, const void *b)
+{
+	const JbRawMember *x = a;
+	const JbRawMember *y = b;
+
+	int			c;
+
+	if (x->keylen != y->keylen)
+		return x->keylen < y->keylen ? -1 : 1;
+	c = memcmp(x->key, y->key, x->keylen);
+	return c != 0 ? c : (x->order > y->order) - (x->order < y->order);
+}
+
+/* Whether two members have the same key. */
+static bool
+jb_raw_same_key(const JbRawMember *x, const JbRawMember *y)
+{
+	return x->keylen == y->keylen && memcmp(x->key, y->key, x->keylen) == 0;
+}
+
+/* Append n bytes of member data as an entry of type `type`; its JEntry length. */
+static uint32
+jb_append_data(StringInfo buf, uint32 type, const char *data, uint32 len)
+{
+	int			start = buf->len;
+
+	if (type == JENTRY_ISNUMERIC || type == JENTRY_ISCONTAINER)
+	{
+		int			pad = INTALIGN(buf->len) - buf->len;
+
+		if (pad > 0)
+			appendBinaryStringInfo(buf, "\0\0\0", pad);
+	}
+	if (len > 0)
+		appendBinaryStringInfo(buf, data, len);
+	return (uint32) (buf->len - start);
+}
+
+/* Write a root object of members m[0..n) (sorted, unique keys). */
+static Jsonb *
+jb_write_object(JbRawMember *m, int n)
+{
+	StringInfoData buf;
+	uint32		header = (uint32) n | JB_FOBJECT;
+	int			entries;
+	uint32		total = 0;
+	int			i;
+
+	initStringInfo(&buf);
+	appendBinaryStringInfo(&buf, "\0\0\0\0", VARHDRSZ);
+	appendBinaryStringInfo(&buf, (char *) &header, sizeof(header));
+	entries = buf.len;
+	enlargeStringInfo(&buf, 2 * n * sizeof(JEntry));
+	buf.len += 2 * n * sizeof(JEntry);
+	for (i = 0; i < 2 * n; i++)
+	{
+		const JbRawMember *mem = &m[i % n];
+		uint32		len;
+		JEntry		meta;
+
+		len = (i < n) ? jb_append_data(&buf, JENTRY_ISSTRING, mem->key, (uint32) mem->keylen)
+			: jb_append_data(&buf, mem->type, mem->data, mem->len);
+		total += len;
+		if (total > JENTRY_OFFLENMASK)
+			ereport(ERROR,
+					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+					 errmsg("total size of jsonb object elements exceeds the maximum of %u bytes",
+							JENTRY_OFFLENMASK)));
+		meta = (i < n ? JENTRY_ISSTRING : mem->type) | len;
+		if (i % JB_OFFSET_STRIDE == 0)
+			meta = (meta & JENTRY_TYPEMASK) | total | JENTRY_HAS_OFF;
+		memcpy(buf.data + entries + i * sizeof(JEntry), &meta, sizeof(JEntry));
+	}
+	SET_VARSIZE(buf.data, buf.len);
+	return (Jsonb *) buf.data;
+}
+
+/* See jsonb_util.h. */
+Jsonb *
+jb_object_replaced(JsonbContainer *obj, int nkeys, const char *const *keys, JsonbValue *const *vals)
+{
+	uint32		count = (obj != NULL && JsonContainerIsObject(obj)) ? JsonContainerSize(obj) : 0;
+	JbRawMember *m = palloc(sizeof(JbRawMember) * (count + nkeys + 1));
+	char	   *base = obj ? (char *) &obj->children[count * 2] : NULL;
+	uint32		key_end = 0;
+	uint32		value_end = 0;
+	int			n = 0;
+	uint32		i;
+	int			k;
+
+	for (i = 0; i < count; i++)
+		JBE_ADVANCE_OFFSET(value_end, obj->children[i]);
+	for (i = 0; i < count; i++)
+	{
+		uint32		key_start = key_end;
+		uint32		value_start = value_end;
+		JEntry		value = obj->children[count + i];
+		bool		named = false;
+
+		JBE_ADVANCE_OFFSET(key_end, obj->children[i]);
+		JBE_ADVANCE_OFFSET(value_end, value);
+		for (k = 0; k < nkeys && !named; k++)
+			named = strlen(keys[k]) == key_end - key_start &&
+				memcmp(base + key_start, keys[k], key_end - key_start) == 0;
+		if (named)
+			continue;
+		m[n].key = base + key_start;
+		m[n].keylen = (int) (key_end - key_start);
+		m[n].type = value & JENTRY_TYPEMASK;
+		if (m[n].type == JENTRY_ISNUMERIC || m[n].type == JENTRY_ISCONTAINER)
+			value_start = INTALIGN(value_start);
+		m[n].data = base + value_start;
+		m[n].len = value_end - value_start;
+		m[n].order = n;
+		n++;
+	}
+	for (k = 0; k < nkeys; k++)
+	{
+		if (vals[k] == NULL)
+			continue;
+		m[n].key = keys[k];
+		m[n].keylen = jb_string_len(strlen(keys[k]));
+		jb_raw_from_value(&m[n], vals[k]);
+		m[n].order = n;
+		n++;
+	}
+	qsort(m, n, sizeof(JbRawMember), jb_raw_member_cmp);
+	/* a key given twice: the last given wins, as when pushed */
+	for (i = 1, k = 0; (int) i < n; i++)
+	{
+		if (jb_raw_same_key(&m[k], &m[i]))
+			m[k] = m[i];
+		else
+			m[++k] = m[i];
+	}
+	return jb_write_object(m, n > 0 ? k + 1 : 0);
+}
+
 /* See jsonb_util.h. */
 JsonbValue *
 jb_object_edit(JsonbContainer *obj, int npath, const char *const *path, const JbMemberEdit *edit)

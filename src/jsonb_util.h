@@ -61,6 +61,14 @@ typedef struct JbMemberEdit
 extern JsonbValue *jb_object_edit(JsonbContainer *obj, int npath, const char *const *path,
 								  const JbMemberEdit *edit);
 
+/*
+ * Copy object obj (NULL: {}) replacing or removing (vals[i] NULL) the
+ * named members, as JsonbValueToJsonb(jb_object_replace(...)) but copying
+ * the other members' bytes rather than unpacking and encoding them again.
+ */
+extern Jsonb *jb_object_replaced(JsonbContainer *obj, int nkeys, const char *const *keys,
+								 JsonbValue *const *vals);
+
 /* Two containers hold equal JSON. */
 extern bool jb_container_equal(JsonbContainer *a, JsonbContainer *b);
 

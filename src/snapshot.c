@@ -594,7 +594,7 @@ paidb_compose_snapshot(JsonbContainer *request, JsonbContainer *object, JsonbVal
 		vals[i] = jb_get_path(request, &vals_store[i], 1, &top[i]) ? &vals_store[i] : NULL;
 	for (i = 0; i < 3; i++)
 		mvals[i] = jb_get_path(request, &mvals_store[i], 2, (const char *[]) {"metadata", meta[i]}) ? &mvals_store[i] : NULL;
-	jb_container_value(&metaval, &JsonbValueToJsonb(jb_object_replace(objmeta, 3, meta, mvals))->root);
+	jb_container_value(&metaval, &jb_object_replaced(objmeta, 3, meta, mvals)->root);
 	vals[3] = &metaval;
 	if (status == NULL)
 		status = paidb_pending_status();
@@ -603,7 +603,7 @@ paidb_compose_snapshot(JsonbContainer *request, JsonbContainer *object, JsonbVal
 	else
 		vals_store[4] = *status;
 	vals[4] = &vals_store[4];
-	return JsonbValueToJsonb(jb_object_replace(object, 5, top, vals));
+	return jb_object_replaced(object, 5, top, vals);
 }
 
 /* The pending status of SPEC §5 as a jsonb value. */

@@ -49,6 +49,7 @@ PG_FUNCTION_INFO_V1(paidb_test_k8s_config);
 PG_FUNCTION_INFO_V1(paidb_test_k8s_retry_after);
 PG_FUNCTION_INFO_V1(paidb_test_jsonb_without);
 PG_FUNCTION_INFO_V1(paidb_test_jsonb_print);
+PG_FUNCTION_INFO_V1(paidb_test_jsonb_replaced);
 
 /* The session's client */
 static K8sClient *test_client = NULL;
@@ -623,4 +624,52 @@ paidb_test_jsonb_print(PG_FUNCTION_ARGS)
 	initStringInfo(&out);
 	jb_print(&out, &value->root, n, path);
 	PG_RETURN_TEXT_P(cstring_to_text(out.data));
+}
+
+/*
+ * paidb_test_jsonb_replaced(obj jsonb, keys text[], vals jsonb[]) returns
+ * jsonb: jb_object_replaced (a NULL value removes the key), after checking
+ * that its bytes are those of JsonbValueToJsonb(jb_object_replace(...)).
+ */
+Datum
+paidb_test_jsonb_replaced(PG_FUNCTION_ARGS)
+{
+	Jsonb	   *obj = PG_ARGISNULL(0) ? NULL : PG_GETARG_JSONB_P(0);
+	ArrayType  *karr = PG_GETARG_ARRAYTYPE_P(1);
+	ArrayType  *varr = PG_GETARG_ARRAYTYPE_P(2);
+	Datum	   *kd,
+			   *vd;
+	bool	   *kn,
+			   *vn;
+	int			nk,
+				nv,
+				i;
+	const char **keys;
+	JsonbValue **vals;
+	Jsonb	   *fast,
+			   *slow;
+
+	deconstruct_array(karr, TEXTOID, -1, false, TYPALIGN_INT, &kd, &kn, &nk);
+	deconstruct_array(varr, JSONBOID, -1, false, TYPALIGN_INT, &vd, &vn, &nv);
+	if (nk != nv)
+		elog(ERROR, "as many values as keys, please");
+	keys = palloc(sizeof(char *) * Max(nk, 1));
+	vals = palloc(sizeof(JsonbValue *) * Max(nk, 1));
+	for (i = 0; i < nk; i++)
+	{
+		keys[i] = TextDatumGetCString(kd[i]);
+		vals[i] = NULL;
+		if (!vn[i])
+		{
+			vals[i] = palloc(sizeof(JsonbValue));
+			jb_container_value(vals[i], &DatumGetJsonbP(vd[i])->root);
+		}
+	}
+	fast = jb_object_replaced(obj ? &obj->root : NULL, nk, keys, vals);
+	slow = JsonbValueToJsonb(jb_object_replace(obj ? &obj->root : NULL, nk, keys, vals));
+	if (VARSIZE(fast) != VARSIZE(slow) || memcmp(fast, slow, VARSIZE(fast)) != 0)
+		ereport(ERROR,
+				(errmsg("jb_object_replaced wrote other bytes than JsonbValueToJsonb"),
+				 errdetail("%u bytes against %u.", VARSIZE(fast), VARSIZE(slow))));
+	PG_RETURN_JSONB_P(fast);
 }
