@@ -205,16 +205,29 @@ ok($sync0->{pid}, 'the sync worker runs');
 	my ($code) = $fake->api(POST => $FW, $mine);
 	is($code, 201, 'a framework labelled for adoptme exists');
 	my $theirs = job_request('foreignfw', hold_state => 'AttemptCreationPending');
-	my $created;
-	($code, $created) = $fake->api(POST => $FW, $theirs);
+	($code) = $fake->api(POST => $FW, $theirs);
 	is($code, 201, 'a foreign framework foreignfw exists');
 	# The watcher passes both before the jobs exist (with retain mode on it
 	# ignores them): this case is the create's 409.  A watch event of the
 	# foreign framework merged after the submission is another case (the
-	# job would take its status), which a loaded machine produced here.
-	ok(poll($node, qq{SELECT resource_version::bigint >= $created->{metadata}{resourceVersion}
+	# job would take its status), which a loaded machine produced here:
+	# kube-fake's controller gives each a status (AttemptCreationPending,
+	# where they are held) one step after the create, so the watcher must
+	# pass that update too, not only the create.
+	my $settled_rv = 0;
+	ok(wait_until(sub {
+		$settled_rv = 0;
+		for my $n ('adoptme', 'foreignfw')
+		{
+			my ($c, $f) = $fake->api(GET => "$FW/$n");
+			return 0 unless $c == 200 && ($f->{status}{state} // '') eq 'AttemptCreationPending';
+			$settled_rv = $f->{metadata}{resourceVersion} if $f->{metadata}{resourceVersion} > $settled_rv;
+		}
+		return 1;
+	}), 'kube-fake holds both frameworks in AttemptCreationPending');
+	ok(poll($node, qq{SELECT resource_version::bigint >= $settled_rv
 	        FROM paidb.watch_state WHERE watcher = 'frameworks'}),
-		'the framework watcher has passed both frameworks');
+		'the framework watcher has passed both frameworks and their statuses');
 
 	submit($node, job_request('adoptme'));
 	submit($node, job_request('foreignfw'));
