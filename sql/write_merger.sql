@@ -254,3 +254,30 @@ SELECT pg_temp.running(16);
 SELECT * FROM pg_temp.cached1;
 RESET paidb.snapshot_cache_size;
 SELECT pg_temp.try($$SET paidb.snapshot_cache_size = -1$$);
+
+-- A submission asks the primary key whether its name is taken before it
+-- locks anything (a new name needs no row lock).  What that look misses —
+-- the same name earlier in the same statement — the insert still finds:
+-- one job, the second submission a no-op, a changed one a new generation,
+-- in the job list and its counts once.
+BEGIN;
+SELECT i, p.name, p.request_generation, p.created, p.changed
+  FROM req, generate_series(1, 2) i,
+       paidb.put_framework_request(CASE WHEN i > 0 THEN jsonb_set(r, '{metadata,name}', '"twice1"') END) p
+ ORDER BY i;
+SELECT p.name, p.request_generation, p.created, p.changed
+  FROM req, paidb.put_framework_request(jsonb_set(jsonb_set(r, '{metadata,name}', '"twice1"'),
+                                                  '{spec,taskRoles,0,taskNumber}', '3')) p;
+COMMIT;
+SELECT (SELECT count(*) FROM paidb.framework WHERE name = 'twice1') AS jobs,
+       (SELECT count(*) FROM paidb.job_summary WHERE name = 'twice1') AS listed,
+       (SELECT total_task_number FROM paidb.job_summary WHERE name = 'twice1') AS tasks;
+-- deleted and submitted again in one transaction: a new job
+BEGIN;
+DELETE FROM paidb.framework WHERE name = 'twice1';
+SELECT p.name, p.request_generation, p.created, p.changed
+  FROM req, paidb.put_framework_request(jsonb_set(r, '{metadata,name}', '"twice1"')) p;
+COMMIT;
+SELECT name, gen, synced, state FROM pg_temp.jobs WHERE name = 'twice1';
+SELECT sum(n) AS counted FROM paidb.job_counts WHERE user_name = 'alice';
+SELECT count(*) AS listed FROM paidb.job_summary WHERE user_name = 'alice';

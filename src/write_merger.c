@@ -20,7 +20,17 @@
 #include "utils/builtins.h"
 #include "utils/datum.h"
 #include "utils/hsearch.h"
+#include "access/genam.h"
 #include "access/htup_details.h"
+#include "access/relscan.h"
+#include "access/stratnum.h"
+#include "access/table.h"
+#include "access/tableam.h"
+#include "executor/tuptable.h"
+#include "utils/fmgroids.h"
+#include "utils/rel.h"
+#include "utils/relcache.h"
+#include "utils/snapmgr.h"
 #include "utils/array.h"
 #include "utils/lsyscache.h"
 #include "utils/jsonb.h"
@@ -94,6 +104,9 @@ static bool plans_have_clusters = false;
  */
 static bool plans_packed = false;
 
+/* paidb.framework as prepare_plans last found it (locked by then) */
+static Oid	plans_framework = InvalidOid;
+
 /* Whether table rel has a column (a syscache look-up). */
 static bool
 table_has_column(Oid rel, const char *column)
@@ -122,6 +135,7 @@ prepare_plans(void)
 	bool		clusters = table_has_column(framework, "cluster");
 	bool		packed = table_has_column(framework, "snapshot_packed");
 
+	plans_framework = framework;
 	if (plan_lock != NULL && clusters == plans_have_clusters && packed == plans_packed)
 		return;
 	/* first use, or the schema was updated since: (re)make them all */
@@ -577,6 +591,48 @@ lock_framework(const char *name, StoredFramework *row)
 	read_row(name, v, isnull, row);
 }
 
+/*
+ * Whether a row of paidb.framework named `name` is visible now, read from
+ * the primary key without a statement.  A new job's submission asks this
+ * first: the SELECT ... FOR UPDATE that finds no row cost ~25 µs, most of
+ * it the executor's set-up.  Only a hint: a row it misses (inserted since)
+ * makes the insert's ON CONFLICT skip, and the caller then locks the row.
+ */
+static bool
+framework_row_visible(const char *name)
+{
+	Relation	heap = table_open(plans_framework, AccessShareLock);
+	Oid			pkey = RelationGetPrimaryKeyIndex(heap);
+	Relation	index;
+	Snapshot	snapshot;
+	TupleTableSlot *slot;
+	ScanKeyData key;
+	IndexScanDesc scan;
+	bool		found;
+
+	if (!OidIsValid(pkey))
+	{
+		/* no primary key to ask (not a table paidb made): lock instead */
+		table_close(heap, NoLock);
+		return true;
+	}
+	index = index_open(pkey, AccessShareLock);
+	snapshot = RegisterSnapshot(GetTransactionSnapshot());
+	slot = table_slot_create(heap, NULL);
+	ScanKeyEntryInitialize(&key, 0, 1, BTEqualStrategyNumber, TEXTOID,
+						   index->rd_indcollation[0], F_TEXTEQ, CStringGetTextDatum(name));
+	scan = index_beginscan(heap, index, snapshot, 1, 0);
+	index_rescan(scan, &key, 1, NULL, 0);
+	found = index_getnext_slot(scan, ForwardScanDirection, slot);
+	index_endscan(scan);
+	ExecDropSingleTupleTableSlot(slot);
+	UnregisterSnapshot(snapshot);
+	/* the locks stay to the end of the transaction, as a statement's would */
+	index_close(index, NoLock);
+	table_close(heap, NoLock);
+	return found;
+}
+
 /* The snapshot as the row stores it: packed (0.3 on) with the row's job config, or jsonb. */
 static Datum
 stored_snapshot(const char *name, Jsonb *snapshot, DerivedColumns *cols)
@@ -906,9 +962,16 @@ paidb_put_framework_request(PG_FUNCTION_ARGS)
 	prepare_plans();
 	PG_TRY();
 	{
+		bool		probe = true;
+
 		for (;;)
 		{
-			lock_framework(name, &row);
+			/* a new name (the usual submission) needs no row lock to learn so */
+			if (probe && !framework_row_visible(name))
+				memset(&row, 0, sizeof(row));
+			else
+				lock_framework(name, &row);
+			probe = false;
 			if (row.found)
 			{
 				/* changing a job's request never moves it (SPEC §11) */
