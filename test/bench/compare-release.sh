@@ -276,6 +276,11 @@ e2e_run() {
     use_build "$b"
     psql -X -q -v ON_ERROR_STOP=1 -f "$ROOT/test/bench/fixtures.sql" -c "CREATE EXTENSION paidb CASCADE" -c "CREATE SEQUENCE bench.e2e_seq" >/dev/null || return 1
     [ "$suffix" = _nolist ] && job_list_triggers "$b" DISABLE
+    if [ "$suffix" = _kw ] && [ "$b" = old ]; then
+        q "CREATE EXTENSION IF NOT EXISTS pg_trgm" >/dev/null &&
+            [ "$(q "SELECT paidb.create_keyword_indexes()")" = t ] ||
+            { echo "compare: ${LABEL[old]}'s keyword indexes could not be made" >&2; return 1; }
+    fi
     workers_ready() { [ "$(q "SELECT bool_and(pid IS NOT NULL AND state NOT LIKE 'waiting%') FROM paidb.status()")" = t ]; }
     poll workers_ready 0.2 60 || { echo "compare: the workers of ${LABEL[$b]} did not start" >&2; return 1; }
     echo "SELECT 1 FROM paidb.put_framework_request(replace((SELECT t FROM bench.template), '__name__', 's' || nextval('bench.e2e_seq'))::jsonb);" > "$W/submit.sql"
@@ -352,9 +357,20 @@ if [ "$E2E_JOBS" -gt 0 ]; then
     NAME[create_cpu_nolist]="    and per CPU second of the sync worker"
     NAME[ingest_nolist]="  ingestion events/s, this tree without the job list's triggers (issue 10)"
     NAME[ingest_cpu_nolist]="    and per CPU second of the framework watcher"
+    # and with 0.2's keyword indexes made, as for the SQL figures above
+    KW=""
+    grep -qs "FUNCTION paidb.create_keyword_indexes" "${SRC[old]}"/sql/paidb--*.sql && KW=_kw
+    if [ -n "$KW" ]; then
+        FIGURES+=(create_kw create_cpu_kw ingest_kw ingest_cpu_kw)
+        NAME[create_kw]="  creates/s, ${RELEASE_LABEL} with its keyword indexes (pg_trgm installed)"
+        NAME[create_cpu_kw]="    and per CPU second of the sync worker"
+        NAME[ingest_kw]="  ingestion events/s, ${RELEASE_LABEL} with its keyword indexes (pg_trgm installed)"
+        NAME[ingest_cpu_kw]="    and per CPU second of the framework watcher"
+    fi
     for i in $(seq "$RUNS"); do
         for b in $(order "$i"); do e2e_run "$b" || exit 1; done
         for b in $(order "$i"); do e2e_run "$b" _nolist || exit 1; done
+        [ -n "$KW" ] && for b in $(order "$i"); do e2e_run "$b" _kw || exit 1; done
     done
 fi
 
