@@ -256,10 +256,11 @@ RESET paidb.snapshot_cache_size;
 SELECT pg_temp.try($$SET paidb.snapshot_cache_size = -1$$);
 
 -- A submission asks the primary key whether its name is taken before it
--- locks anything (a new name needs no row lock).  What that look misses —
--- the same name earlier in the same statement — the insert still finds:
--- one job, the second submission a no-op, a changed one a new generation,
--- in the job list and its counts once.
+-- locks anything (a new name needs no row lock).  The same name earlier in
+-- the same statement is taken: one job, the second submission a no-op, a
+-- changed one a new generation, in the job list and its counts once; and a
+-- second submission naming another cluster is refused as a change of an
+-- existing job's cluster, not placed as a new job (the cluster unknown).
 BEGIN;
 SELECT i, p.name, p.request_generation, p.created, p.changed
   FROM req, generate_series(1, 2) i,
@@ -272,6 +273,10 @@ COMMIT;
 SELECT (SELECT count(*) FROM paidb.framework WHERE name = 'twice1') AS jobs,
        (SELECT count(*) FROM paidb.job_summary WHERE name = 'twice1') AS listed,
        (SELECT total_task_number FROM paidb.job_summary WHERE name = 'twice1') AS tasks;
+SELECT pg_temp.try($$SELECT p.created
+  FROM req, (VALUES (1, 'default'), (2, 'nowhere')) v(i, c),
+       paidb.put_framework_request(jsonb_set(r, '{metadata,name}', '"twice2"'), cluster => v.c) p$$);
+SELECT count(*) AS twice2 FROM paidb.framework WHERE name = 'twice2';
 -- deleted and submitted again in one transaction: a new job
 BEGIN;
 DELETE FROM paidb.framework WHERE name = 'twice1';

@@ -594,9 +594,10 @@ lock_framework(const char *name, StoredFramework *row)
 /*
  * Whether a row of paidb.framework named `name` is visible now, read from
  * the primary key without a statement.  A new job's submission asks this
- * first: the SELECT ... FOR UPDATE that finds no row cost ~25 µs, most of
- * it the executor's set-up.  Only a hint: a row it misses (inserted since)
- * makes the insert's ON CONFLICT skip, and the caller then locks the row.
+ * first: a SELECT ... FOR UPDATE that finds no row is mostly the
+ * executor's set-up (4.5% of a submission's CPU, this look 1.3%).  Only a
+ * hint: a row another session inserts meanwhile makes the insert's ON
+ * CONFLICT skip, and the caller then locks the row, as before.
  */
 static bool
 framework_row_visible(const char *name)
@@ -617,7 +618,15 @@ framework_row_visible(const char *name)
 		return true;
 	}
 	index = index_open(pkey, AccessShareLock);
-	snapshot = RegisterSnapshot(GetTransactionSnapshot());
+	/*
+	 * Seen as the locking statement saw it: with this transaction's writes
+	 * so far, those of the calling statement too (a second submission of a
+	 * name in one statement is not new).
+	 */
+	CommandCounterIncrement();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	UpdateActiveSnapshotCommandId();
+	snapshot = GetActiveSnapshot();
 	slot = table_slot_create(heap, NULL);
 	ScanKeyEntryInitialize(&key, 0, 1, BTEqualStrategyNumber, TEXTOID,
 						   index->rd_indcollation[0], F_TEXTEQ, CStringGetTextDatum(name));
@@ -626,7 +635,7 @@ framework_row_visible(const char *name)
 	found = index_getnext_slot(scan, ForwardScanDirection, slot);
 	index_endscan(scan);
 	ExecDropSingleTupleTableSlot(slot);
-	UnregisterSnapshot(snapshot);
+	PopActiveSnapshot();
 	/* the locks stay to the end of the transaction, as a statement's would */
 	index_close(index, NoLock);
 	table_close(heap, NoLock);

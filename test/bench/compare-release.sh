@@ -8,9 +8,10 @@
 # now/0.1 and PASS/MISS against issue 8's "within 5%" (ratio >= 0.95 for
 # throughput).  The "without the job list's triggers" lines run this tree
 # with issue 10's job-list triggers off, to tell their cost (issue 10's own
-# budget) from everything else's.  Against 0.2, the submission and status
-# update figures are printed again with 0.2's keyword (trigram) indexes made,
-# which 0.3 always has.  Called by run-bench.sh; can run alone.
+# budget) from everything else's.  Against 0.2, the submission, status
+# update and end-to-end figures are measured again with 0.2's keyword
+# (trigram) indexes made, which 0.3 always has.  Called by run-bench.sh; can
+# run alone.
 # Run as root.
 #
 #   BENCH_RUNS (3)            runs per figure and build
