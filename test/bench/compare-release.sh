@@ -199,15 +199,21 @@ declare -A NAME=([put]="put_framework_request submissions/s (8 clients, synchron
                  [event_nolist_cpu]="    and per CPU second of the server"
                  [mp]="jsonb_merge_patch calls/s (${MP_BYTES}-byte request, 200,000 calls a run)"
                  [mp_cpu]="  the same, per CPU second of the backend")
+# write_runs I SUFFIX: run I of the submission and the status-update
+# scripts, both builds in run I's order, recorded as putSUFFIX, eventSUFFIX
+write_runs() {
+    local b
+    for b in $(order "$1"); do
+        use_build "$b"
+        pgbench_cpu "put$2" "$b" "$W/put.sql" off
+    done
+    for b in $(order "$1"); do
+        use_build "$b"
+        pgbench_cpu "event$2" "$b" "$W/event.sql" on
+    done
+}
 for i in $(seq "$RUNS"); do
-    for b in $(order "$i"); do
-        use_build "$b"
-        pgbench_cpu put "$b" "$W/put.sql" off
-    done
-    for b in $(order "$i"); do
-        use_build "$b"
-        pgbench_cpu event "$b" "$W/event.sql" on
-    done
+    write_runs "$i" ""
     for b in $(order "$i"); do
         use_build "$b"
         job_list_triggers "$b" DISABLE
@@ -238,16 +244,7 @@ if [ "$(q "SELECT pg_catalog.to_regprocedure('paidb.create_keyword_indexes(boole
     NAME[put_kw_cpu]="  the same, per CPU second of the server"
     NAME[event_kw]="status updates/s as above, ${RELEASE_LABEL} with its keyword indexes (pg_trgm installed)"
     NAME[event_kw_cpu]="  the same, per CPU second of the server"
-    for i in $(seq "$RUNS"); do
-        for b in $(order "$i"); do
-            use_build "$b"
-            pgbench_cpu put_kw "$b" "$W/put.sql" off
-        done
-        for b in $(order "$i"); do
-            use_build "$b"
-            pgbench_cpu event_kw "$b" "$W/event.sql" on
-        done
-    done
+    for i in $(seq "$RUNS"); do write_runs "$i" _kw; done
 fi
 stop_servers
 
