@@ -10,6 +10,7 @@ OBJS = \
 	src/paidb.o \
 	src/cluster_config.o \
 	src/placement.o \
+	src/pkey_lookup.o \
 	src/worker_launcher.o \
 	src/worker_retention.o \
 	src/snapshot_convert.o \

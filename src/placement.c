@@ -10,15 +10,18 @@
 
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
+#include "catalog/namespace.h"
+#include "nodes/makefuncs.h"
 #include "utils/builtins.h"
+#include "utils/snapmgr.h"
 
 #include "guc.h"
+#include "pkey_lookup.h"
 #include "placement.h"
 #include "spi_plan.h"
 
 static SPIPlanPtr plan_cluster = NULL;
 static SPIPlanPtr plan_cluster_locked = NULL;
-static SPIPlanPtr plan_vc_placement = NULL;
 
 #define CLUSTER_COLUMNS \
 	"SELECT name, api_server, namespace, token_file, ca_file, retain_mode, state " \
@@ -33,9 +36,6 @@ prepare_plans(void)
 		return;
 	plan_cluster = paidb_prepare_kept(CLUSTER_COLUMNS, 1, types);
 	plan_cluster_locked = paidb_prepare_kept(CLUSTER_COLUMNS " FOR KEY SHARE", 1, types);
-	plan_vc_placement = paidb_prepare_kept(
-										   "SELECT cluster FROM paidb.virtual_cluster_placement "
-										   "WHERE virtual_cluster = $1", 1, types);
 }
 
 /* Copy a text column into a fixed buffer ("" for NULL). */
@@ -94,13 +94,19 @@ paidb_place_new_job(const char *cluster_arg, const char *virtual_cluster,
 	prepare_plans();
 	if (name == NULL && virtual_cluster != NULL)
 	{
-		Datum		arg = CStringGetTextDatum(virtual_cluster);
+		/*
+		 * Read by its key, not by a statement (~10 µs of a submission's
+		 * ~500 went to the statement), with the snapshot a read-only
+		 * statement would have used.
+		 */
+		Oid			placements = RangeVarGetRelid(makeRangeVar("paidb", "virtual_cluster_placement", -1),
+												  AccessShareLock, false);
+		char	   *placed = NULL;
 
-		if (SPI_execute_plan(plan_vc_placement, &arg, NULL, true, 1) != SPI_OK_SELECT)
-			elog(ERROR, "could not read paidb.virtual_cluster_placement");
-		if (SPI_processed == 1)
+		if (paidb_pkey_lookup(placements, virtual_cluster, GetActiveSnapshot(), "cluster", &placed) &&
+			placed != NULL)
 		{
-			name = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+			name = placed;
 			source = psprintf("the placement of virtual cluster \"%s\"", virtual_cluster);
 		}
 	}

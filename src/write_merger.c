@@ -20,16 +20,7 @@
 #include "utils/builtins.h"
 #include "utils/datum.h"
 #include "utils/hsearch.h"
-#include "access/genam.h"
 #include "access/htup_details.h"
-#include "access/relscan.h"
-#include "access/stratnum.h"
-#include "access/table.h"
-#include "access/tableam.h"
-#include "executor/tuptable.h"
-#include "utils/fmgroids.h"
-#include "utils/rel.h"
-#include "utils/relcache.h"
 #include "utils/snapmgr.h"
 #include "utils/array.h"
 #include "utils/lsyscache.h"
@@ -43,6 +34,7 @@
 #include "jsonb_util.h"
 #include "k8s_objects.h"
 #include "merge_patch.h"
+#include "pkey_lookup.h"
 #include "placement.h"
 #include "snapshot.h"
 #include "snapshot_pack.h"
@@ -602,22 +594,8 @@ lock_framework(const char *name, StoredFramework *row)
 static bool
 framework_row_visible(const char *name)
 {
-	Relation	heap = table_open(plans_framework, AccessShareLock);
-	Oid			pkey = RelationGetPrimaryKeyIndex(heap);
-	Relation	index;
-	Snapshot	snapshot;
-	TupleTableSlot *slot;
-	ScanKeyData key;
-	IndexScanDesc scan;
 	bool		found;
 
-	if (!OidIsValid(pkey))
-	{
-		/* no primary key to ask (not a table paidb made): lock instead */
-		table_close(heap, NoLock);
-		return true;
-	}
-	index = index_open(pkey, AccessShareLock);
 	/*
 	 * Seen as the locking statement saw it: with this transaction's writes
 	 * so far, those of the calling statement too (a second submission of a
@@ -626,19 +604,8 @@ framework_row_visible(const char *name)
 	CommandCounterIncrement();
 	PushActiveSnapshot(GetTransactionSnapshot());
 	UpdateActiveSnapshotCommandId();
-	snapshot = GetActiveSnapshot();
-	slot = table_slot_create(heap, NULL);
-	ScanKeyEntryInitialize(&key, 0, 1, BTEqualStrategyNumber, TEXTOID,
-						   index->rd_indcollation[0], F_TEXTEQ, CStringGetTextDatum(name));
-	scan = index_beginscan(heap, index, snapshot, 1, 0);
-	index_rescan(scan, &key, 1, NULL, 0);
-	found = index_getnext_slot(scan, ForwardScanDirection, slot);
-	index_endscan(scan);
-	ExecDropSingleTupleTableSlot(slot);
+	found = paidb_pkey_lookup(plans_framework, name, GetActiveSnapshot(), NULL, NULL);
 	PopActiveSnapshot();
-	/* the locks stay to the end of the transaction, as a statement's would */
-	index_close(index, NoLock);
-	table_close(heap, NoLock);
 	return found;
 }
 
