@@ -8,9 +8,9 @@
  */
 #include "postgres.h"
 
+#include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
-#include "catalog/namespace.h"
 #include "nodes/makefuncs.h"
 #include "utils/builtins.h"
 #include "utils/snapmgr.h"
