@@ -116,6 +116,21 @@ for b in "${BUILDS[@]}"; do
     grep -h "^default_version" "$PAIDB_PG_ROOT/usr/share/postgresql/15/extension/paidb.control"
 done
 
+# 0.3 requires pg_trgm and always keeps the job list's three keyword
+# (trigram) indexes; 0.2 made them only where pg_trgm was installed, which
+# its docs/queries.md asks for so that keyword searches use an index (SPEC
+# §10), and CREATE EXTENSION paidb CASCADE installs 0.2 without them.  A
+# release that can make them (KW=_kw) is measured a second time with them
+# made: the same indexes written on both sides.
+KW=""
+grep -qs "FUNCTION paidb.create_keyword_indexes" "${SRC[old]}"/sql/paidb--*.sql && KW=_kw
+# make_keyword_indexes: in the current build's database (the release's)
+make_keyword_indexes() {
+    q "CREATE EXTENSION IF NOT EXISTS pg_trgm" >/dev/null &&
+        [ "$(q "SELECT paidb.create_keyword_indexes()")" = t ] ||
+        { echo "compare: ${LABEL[old]}'s keyword indexes could not be made" >&2; return 1; }
+}
+
 # Start both servers: start_servers [postgresql.conf lines...]; a fresh
 # data directory each time.  Ports in PORTS.
 start_servers() {
@@ -228,17 +243,10 @@ for i in $(seq "$RUNS"); do
     done
 done
 
-# 0.3 requires pg_trgm and always keeps the job list's three keyword
-# (trigram) indexes; 0.2 made them only where pg_trgm was installed, which
-# its docs/queries.md asks for so that keyword searches use an index (SPEC
-# §10), and CREATE EXTENSION paidb CASCADE above installs 0.2 without them.
-# The write figures again with 0.2's keyword indexes made (this tree as it
-# is): the same indexes written on both sides.
-use_build old
-if [ "$(q "SELECT pg_catalog.to_regprocedure('paidb.create_keyword_indexes(boolean)') IS NOT NULL")" = t ]; then
-    q "CREATE EXTENSION IF NOT EXISTS pg_trgm" >/dev/null &&
-        [ "$(q "SELECT paidb.create_keyword_indexes()")" = t ] ||
-        { echo "compare: ${LABEL[old]}'s keyword indexes could not be made" >&2; exit 1; }
+# The write figures again with the release's keyword indexes made (KW)
+if [ -n "$KW" ]; then
+    use_build old
+    make_keyword_indexes || exit 1
     FIGURES+=(put_kw put_kw_cpu event_kw event_kw_cpu)
     NAME[put_kw]="submissions/s as above, ${RELEASE_LABEL} with its keyword indexes (pg_trgm installed)"
     NAME[put_kw_cpu]="  the same, per CPU second of the server"
@@ -274,11 +282,7 @@ e2e_run() {
     use_build "$b"
     psql -X -q -v ON_ERROR_STOP=1 -f "$ROOT/test/bench/fixtures.sql" -c "CREATE EXTENSION paidb CASCADE" -c "CREATE SEQUENCE bench.e2e_seq" >/dev/null || return 1
     [ "$suffix" = _nolist ] && job_list_triggers "$b" DISABLE
-    if [ "$suffix" = _kw ] && [ "$b" = old ]; then
-        q "CREATE EXTENSION IF NOT EXISTS pg_trgm" >/dev/null &&
-            [ "$(q "SELECT paidb.create_keyword_indexes()")" = t ] ||
-            { echo "compare: ${LABEL[old]}'s keyword indexes could not be made" >&2; return 1; }
-    fi
+    if [ "$suffix" = _kw ] && [ "$b" = old ]; then make_keyword_indexes || return 1; fi
     workers_ready() { [ "$(q "SELECT bool_and(pid IS NOT NULL AND state NOT LIKE 'waiting%') FROM paidb.status()")" = t ]; }
     poll workers_ready 0.2 60 || { echo "compare: the workers of ${LABEL[$b]} did not start" >&2; return 1; }
     echo "SELECT 1 FROM paidb.put_framework_request(replace((SELECT t FROM bench.template), '__name__', 's' || nextval('bench.e2e_seq'))::jsonb);" > "$W/submit.sql"
@@ -355,9 +359,7 @@ if [ "$E2E_JOBS" -gt 0 ]; then
     NAME[create_cpu_nolist]="    and per CPU second of the sync worker"
     NAME[ingest_nolist]="  ingestion events/s, this tree without the job list's triggers (issue 10)"
     NAME[ingest_cpu_nolist]="    and per CPU second of the framework watcher"
-    # and with 0.2's keyword indexes made, as for the SQL figures above
-    KW=""
-    grep -qs "FUNCTION paidb.create_keyword_indexes" "${SRC[old]}"/sql/paidb--*.sql && KW=_kw
+    # and with the release's keyword indexes made, as for the SQL figures
     if [ -n "$KW" ]; then
         FIGURES+=(create_kw create_cpu_kw ingest_kw ingest_cpu_kw)
         NAME[create_kw]="  creates/s, ${RELEASE_LABEL} with its keyword indexes (pg_trgm installed)"
