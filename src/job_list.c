@@ -26,9 +26,15 @@
 #include "commands/trigger.h"
 #include "executor/spi.h"
 #include "fmgr.h"
+#include "lib/stringinfo.h"
+#include "utils/array.h"
+#include "utils/datum.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
 #include "utils/timestamp.h"
 #include "utils/rel.h"
 
+#include "job_list.h"
 #include "spi_plan.h"
 
 /* The columns of paidb.job_summary, in its order (name first). */
@@ -64,6 +70,35 @@ static SPIPlanPtr delete_plan = NULL;
 static SPIPlanPtr delta_plan = NULL;
 static SPIPlanPtr move_plan = NULL;
 static SPIPlanPtr tag_plan = NULL;
+static SPIPlanPtr update_many_plan = NULL;
+static SPIPlanPtr delta_many_plan = NULL;
+
+/*
+ * The list changes held back while a watcher's batch statement runs
+ * (job_list.h): the new summary rows by column, and the count deltas.  A
+ * batch of state changes of one user's jobs moves them all between the
+ * same two counts, so the deltas are summed by key before they are written.
+ */
+typedef struct HeldDelta
+{
+	Datum		key[NKEY];		/* text values detoasted, so bytes compare */
+	bool		isnull[NKEY];
+	int			n;
+} HeldDelta;
+
+typedef struct HeldChanges
+{
+	int			nrows;
+	int			rowcap;
+	Datum	   *values[NSUMMARY];
+	bool	   *nulls[NSUMMARY];
+	int			ndeltas;
+	int			deltacap;
+	HeldDelta  *deltas;
+} HeldChanges;
+
+static MemoryContext held_cxt = NULL;
+static HeldChanges *held = NULL;	/* non-NULL: deferring */
 
 /* The job columns each tag carries (paidb.tag.job_*), as summary columns. */
 #define SUMMARY_USER_NAME 2
@@ -290,6 +325,240 @@ update_tags(const Datum *values, const char *nulls)
 		elog(ERROR, "could not update the job's tags");
 }
 
+/* A column value copied into the held changes' context. */
+static Datum
+held_copy(int c, Datum v)
+{
+	Oid			type = summary_types[c];
+
+	if (type == TEXTOID)
+		return datumCopy(PointerGetDatum(DatumGetTextPP(v)), false, -1);
+	return v;					/* int4, bool, timestamptz: by value */
+}
+
+/* Hold one row's new summary and, if its count key changed, its deltas. */
+static void
+hold_update(const Datum *oldv, const char *oldn, const Datum *newv, const char *newn)
+{
+	HeldChanges *h = held;
+	MemoryContext old = MemoryContextSwitchTo(held_cxt);
+	int			i,
+				k;
+
+	if (h->nrows == h->rowcap)
+	{
+		h->rowcap *= 2;
+		for (i = 0; i < (int) NSUMMARY; i++)
+		{
+			h->values[i] = repalloc(h->values[i], sizeof(Datum) * h->rowcap);
+			h->nulls[i] = repalloc(h->nulls[i], sizeof(bool) * h->rowcap);
+		}
+	}
+	for (i = 0; i < (int) NSUMMARY; i++)
+	{
+		h->nulls[i][h->nrows] = newn[i] == 'n';
+		h->values[i][h->nrows] = newn[i] == 'n' ? (Datum) 0 : held_copy(i, newv[i]);
+	}
+	h->nrows++;
+	if (key_changed(oldv, oldn, newv, newn))
+	{
+		for (k = 0; k < 2; k++)
+		{
+			const Datum *v = k == 0 ? oldv : newv;
+			const char *vn = k == 0 ? oldn : newn;
+			HeldDelta  *d;
+
+			if (h->ndeltas == h->deltacap)
+			{
+				h->deltacap *= 2;
+				h->deltas = repalloc(h->deltas, sizeof(HeldDelta) * h->deltacap);
+			}
+			d = &h->deltas[h->ndeltas++];
+			for (i = 0; i < (int) NKEY; i++)
+			{
+				d->isnull[i] = vn[count_key[i]] == 'n';
+				d->key[i] = d->isnull[i] ? (Datum) 0 : held_copy(count_key[i], v[count_key[i]]);
+			}
+			d->n = k == 0 ? -1 : 1;
+		}
+	}
+	MemoryContextSwitchTo(old);
+}
+
+/* Order of count keys for summing (NULL first; text by bytes). */
+static int
+held_delta_cmp(const void *a, const void *b)
+{
+	const HeldDelta *x = a;
+	const HeldDelta *y = b;
+	int			i;
+
+	for (i = 0; i < (int) NKEY; i++)
+	{
+		Oid			type = summary_types[count_key[i]];
+
+		if (x->isnull[i] != y->isnull[i])
+			return x->isnull[i] ? -1 : 1;
+		if (x->isnull[i])
+			continue;
+		if (type == TEXTOID)
+		{
+			text	   *tx = (text *) DatumGetPointer(x->key[i]);
+			text	   *ty = (text *) DatumGetPointer(y->key[i]);
+			int			lx = VARSIZE_ANY_EXHDR(tx);
+			int			ly = VARSIZE_ANY_EXHDR(ty);
+			int			c = memcmp(VARDATA_ANY(tx), VARDATA_ANY(ty), Min(lx, ly));
+
+			if (c != 0)
+				return c;
+			if (lx != ly)
+				return lx < ly ? -1 : 1;
+		}
+		else if (DatumGetBool(x->key[i]) != DatumGetBool(y->key[i]))
+			return DatumGetBool(x->key[i]) ? 1 : -1;
+	}
+	return 0;
+}
+
+/* An array parameter of `n` values of a summary column's type. */
+static Datum
+column_array(int c, Datum *values, bool *nulls, int n)
+{
+	int16		typlen;
+	bool		typbyval;
+	char		typalign;
+	int			dims[1] = {n};
+	int			lbs[1] = {1};
+
+	get_typlenbyvalalign(summary_types[c], &typlen, &typbyval, &typalign);
+	return PointerGetDatum(construct_md_array(values, nulls, 1, dims, lbs, summary_types[c],
+											  typlen, typbyval, typalign));
+}
+
+/* The batch statements: every argument an array (inside SPI, once). */
+static void
+prepare_many_plans(void)
+{
+	Oid			types[NSUMMARY];
+	StringInfoData sql;
+	int			i;
+
+	if (delta_many_plan != NULL)
+		return;
+	initStringInfo(&sql);
+	appendStringInfoString(&sql, "UPDATE paidb.job_summary s SET ");
+	for (i = 1; i < (int) NSUMMARY; i++)
+		appendStringInfo(&sql, "%s%s = u.%s", i > 1 ? ", " : "", summary_columns[i], summary_columns[i]);
+	appendStringInfoString(&sql, " FROM ROWS FROM (");
+	for (i = 0; i < (int) NSUMMARY; i++)
+	{
+		types[i] = get_array_type(summary_types[i]);
+		appendStringInfo(&sql, "%spg_catalog.unnest($%d)", i ? ", " : "", i + 1);
+	}
+	appendStringInfoString(&sql, ") AS u(");
+	for (i = 0; i < (int) NSUMMARY; i++)
+		appendStringInfo(&sql, "%s%s", i ? ", " : "", summary_columns[i]);
+	appendStringInfoString(&sql, ") WHERE s.name OPERATOR(pg_catalog.=) u.name");
+	update_many_plan = paidb_prepare_kept(sql.data, NSUMMARY, types);
+
+	for (i = 0; i < (int) NKEY; i++)
+		types[i] = get_array_type(summary_types[count_key[i]]);
+	types[NKEY] = INT4ARRAYOID;
+	delta_many_plan = paidb_prepare_kept(
+		"INSERT INTO paidb.job_count_delta (user_name, virtual_cluster, state, job_priority, archived, n) "
+		"SELECT * FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2), pg_catalog.unnest($3), "
+		"pg_catalog.unnest($4), pg_catalog.unnest($5), pg_catalog.unnest($6))",
+		NKEY + 1, types);
+}
+
+/* See job_list.h. */
+void
+paidb_job_list_defer_begin(void)
+{
+	HeldChanges *h;
+	int			i;
+
+	if (held_cxt == NULL)
+		held_cxt = AllocSetContextCreate(TopMemoryContext, "paidb held job-list changes",
+										 ALLOCSET_DEFAULT_SIZES);
+	MemoryContextReset(held_cxt);
+	h = MemoryContextAllocZero(held_cxt, sizeof(HeldChanges));
+	h->rowcap = 64;
+	for (i = 0; i < (int) NSUMMARY; i++)
+	{
+		h->values[i] = MemoryContextAlloc(held_cxt, sizeof(Datum) * h->rowcap);
+		h->nulls[i] = MemoryContextAlloc(held_cxt, sizeof(bool) * h->rowcap);
+	}
+	h->deltacap = 64;
+	h->deltas = MemoryContextAlloc(held_cxt, sizeof(HeldDelta) * h->deltacap);
+	held = h;
+}
+
+/* See job_list.h. */
+void
+paidb_job_list_defer_end(void)
+{
+	held = NULL;
+	if (held_cxt != NULL)
+		MemoryContextReset(held_cxt);
+}
+
+/* See job_list.h. */
+void
+paidb_job_list_flush(void)
+{
+	HeldChanges *h = held;
+	Datum		args[NSUMMARY];
+	int			i,
+				j,
+				n;
+
+	if (h == NULL || h->nrows == 0)
+		return;
+	held = NULL;				/* whatever the statements fire writes at once */
+	prepare_many_plans();
+	for (i = 0; i < (int) NSUMMARY; i++)
+		args[i] = column_array(i, h->values[i], h->nulls[i], h->nrows);
+	if (SPI_execute_plan(update_many_plan, args, NULL, false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "could not update paidb.job_summary");
+
+	/* sum the deltas by key; keys whose moves cancel out write nothing */
+	qsort(h->deltas, h->ndeltas, sizeof(HeldDelta), held_delta_cmp);
+	n = 0;
+	for (i = 0; i < h->ndeltas; i++)
+	{
+		if (n > 0 && held_delta_cmp(&h->deltas[n - 1], &h->deltas[i]) == 0)
+			h->deltas[n - 1].n += h->deltas[i].n;
+		else
+			h->deltas[n++] = h->deltas[i];
+		if (h->deltas[n - 1].n == 0)
+			n--;
+	}
+	if (n > 0)
+	{
+		Datum	   *vals = palloc(sizeof(Datum) * n);
+		bool	   *nulls = palloc(sizeof(bool) * n);
+		int			dims[1] = {n};
+		int			lbs[1] = {1};
+
+		for (i = 0; i < (int) NKEY; i++)
+		{
+			for (j = 0; j < n; j++)
+			{
+				vals[j] = h->deltas[j].key[i];
+				nulls[j] = h->deltas[j].isnull[i];
+			}
+			args[i] = column_array(count_key[i], vals, nulls, n);
+		}
+		for (j = 0; j < n; j++)
+			vals[j] = Int32GetDatum(h->deltas[j].n);
+		args[NKEY] = PointerGetDatum(construct_md_array(vals, NULL, 1, dims, lbs, INT4OID,
+														sizeof(int32), true, TYPALIGN_INT));
+		if (SPI_execute_plan(delta_many_plan, args, NULL, false, 0) != SPI_OK_INSERT)
+			elog(ERROR, "could not add job count deltas");
+	}
+}
+
 PG_FUNCTION_INFO_V1(paidb_framework_summary_trigger);
 
 /*
@@ -324,6 +593,15 @@ paidb_framework_summary_trigger(PG_FUNCTION_ARGS)
 		/* a status update that changes no listed column: nothing to do */
 		if (!summary_changed(oldv, oldn, newv, newn))
 			return PointerGetDatum(before ? trigdata->tg_newtuple : NULL);
+	}
+
+	/* a watcher's batch: held, and written with the batch's others */
+	if (held != NULL && TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event) &&
+		!column_changed(SUMMARY_SUBMISSION_TIME, oldv, oldn, newv, newn) &&
+		!column_changed(SUMMARY_USER_NAME, oldv, oldn, newv, newn))
+	{
+		hold_update(oldv, oldn, newv, newn);
+		return PointerGetDatum(trigdata->tg_newtuple);
 	}
 
 	if (SPI_connect() != SPI_OK_CONNECT)
