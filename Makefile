@@ -30,6 +30,7 @@ OBJS = \
 	src/snapshot_pack.o \
 	src/write_merger.o \
 	src/jsonb_util.o \
+	src/json_scan.o \
 	src/spi_plan.o \
 	src/sync_signal.o \
 	src/worker_shmem.o \

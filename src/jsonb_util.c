@@ -17,6 +17,7 @@
 #include "utils/jsonfuncs.h"
 #include "utils/memutils.h"
 
+#include "json_scan.h"
 #include "jsonb_util.h"
 
 /* Look up a path of object keys; false if any step is missing or not an object. */
@@ -268,7 +269,7 @@ jb_build_scalar(void *arg, char *token, JsonTokenType type)
 	if (b->skipping)
 	{
 		/* a huge skipped string is let go as a built one is */
-		if (b->lex->strval != NULL && b->lex->strval->maxlen > JB_LARGE_TEXT)
+		if (b->lex != NULL && b->lex->strval != NULL && b->lex->strval->maxlen > JB_LARGE_TEXT)
 		{
 			pfree(b->lex->strval->data);
 			initStringInfo(b->lex->strval);
@@ -281,7 +282,7 @@ jb_build_scalar(void *arg, char *token, JsonTokenType type)
 			v.type = jbvString;
 			v.val.string.len = jb_string_len(strlen(token));
 			v.val.string.val = token;
-			if (b->lex->strval != NULL && b->lex->strval->maxlen > JB_LARGE_TEXT)
+			if (b->lex != NULL && b->lex->strval != NULL && b->lex->strval->maxlen > JB_LARGE_TEXT)
 			{
 				pfree(b->lex->strval->data);
 				initStringInfo(b->lex->strval);
@@ -707,36 +708,61 @@ jb_object_replace(JsonbContainer *obj, int nkeys, const char *const *keys,
 }
 
 /*
- * Large text: the same parse as jsonb_in, but the parser's tokens and value
- * tree live in a context of their own, freed as soon as the jsonb is built
- * (in the caller's context), so a 50 MB object costs its text, one tree and
- * the result at the peak, and only the result after.
+ * The same parse as jsonb_in (with an added or a left-out member), but the
+ * parser's tokens and value tree live in a context of their own, freed as
+ * soon as the jsonb is built (in the caller's context), so a 50 MB object
+ * costs its text, one tree and the result at the peak, and only the result
+ * after.  The text is parsed by json_scan_plain (src/json_scan.c) where it
+ * can be; where it gives up, with plain_only the result is NULL, otherwise
+ * the text is parsed by pg_parse_json.
  */
 static Jsonb *
-jb_build_from_text(const char *text, int len, int add_npath, const char *const *add_path,
-				   const char *add_key, JsonbValue *add_value, const char *skip_key)
+jb_build_parse(const char *text, int len, int add_npath, const char *const *add_path,
+			   const char *add_key, JsonbValue *add_value, const char *skip_key, bool plain_only)
 {
 	MemoryContext caller = CurrentMemoryContext;
-	MemoryContext parse_cxt = AllocSetContextCreate(caller, "paidb large JSON parse",
+	MemoryContext parse_cxt = AllocSetContextCreate(caller, "paidb JSON parse",
 													ALLOCSET_DEFAULT_SIZES);
 	JsonSemAction sem;
 	JbBuild		b;
-	Jsonb	   *out;
+	Jsonb	   *out = NULL;
+	bool		plain;
 
 	MemoryContextSwitchTo(parse_cxt);
 	memset(&b, 0, sizeof(b));
-	b.lex = makeJsonLexContextCstringLen((char *) text, len, GetDatabaseEncoding(), true);
 	b.add_npath = add_npath;
 	b.add_path = add_path;
 	b.add_key = add_key;
 	b.add_value = add_value;
 	b.skip_key = skip_key;
 	jb_build_actions(&sem, &b);
-	pg_parse_json_or_ereport(b.lex, &sem);
+	plain = json_scan_plain(text, len, &sem);
+	if (!plain && !plain_only)
+	{
+		/* escapes, or not JSON: from the start, with PostgreSQL's parser */
+		MemoryContextReset(parse_cxt);
+		memset(&b, 0, sizeof(b));
+		b.lex = makeJsonLexContextCstringLen((char *) text, len, GetDatabaseEncoding(), true);
+		b.add_npath = add_npath;
+		b.add_path = add_path;
+		b.add_key = add_key;
+		b.add_value = add_value;
+		b.skip_key = skip_key;
+		jb_build_actions(&sem, &b);
+		pg_parse_json_or_ereport(b.lex, &sem);
+	}
 	MemoryContextSwitchTo(caller);
-	out = JsonbValueToJsonb(b.result);
+	if (plain || !plain_only)
+		out = JsonbValueToJsonb(b.result);
 	MemoryContextDelete(parse_cxt);
 	return out;
+}
+
+static Jsonb *
+jb_build_from_text(const char *text, int len, int add_npath, const char *const *add_path,
+				   const char *add_key, JsonbValue *add_value, const char *skip_key)
+{
+	return jb_build_parse(text, len, add_npath, add_path, add_key, add_value, skip_key, false);
 }
 
 /* See jsonb_util.h. */
@@ -762,9 +788,12 @@ Jsonb *
 jb_from_text(const char *text, int len)
 {
 	const char *cstr;
+	Jsonb	   *out;
 
 	if (len >= JB_LARGE_TEXT && memchr(text, '\0', len) == NULL)
 		return jb_from_large_text(text, len);
+	if ((out = jb_build_parse(text, len, 0, NULL, NULL, NULL, NULL, true)) != NULL)
+		return out;
 	cstr = text[len] == '\0' ? text : pnstrdup(text, len);
 	return DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(cstr)));
 }

@@ -363,7 +363,7 @@ paidb_unpack_snapshot(bytea *packed, text *job_config)
 									   "config", &v);
 	}
 	else
-		snapshot = DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(json)));
+		snapshot = jb_from_text(json, (int) raw);
 	pfree(json);
 	return snapshot;
 }

@@ -50,6 +50,17 @@ PATCHES = [  # (target, patch) — RFC 7396 Appendix A and framework-shaped case
 ]
 
 
+# json_text: what the plain scanner must take, and what it must leave to
+# PostgreSQL's parser (escapes, bad numbers and literals, junk after)
+JSON_TEXTS = [
+    '{"a": 1, "b": [true, false, null], "c": {"d": "e"}}', '[]', '{}', ' [ { } , [ ] ] ',
+    '-0', '0.5e-3', '1E+2', '123456789012345678901234567890.25', '-', '01', '1.', '.5', '1e',
+    '"plain"', '"esc\\aped \\"q\\""', '"\\u00e9\\ud83d\\ude00"', '"tab\tin"', '"\u00e9t\u00e9"',
+    'true', 'truex', 'nul', '[1,]', '{"a" 1}', '{"a":1,}', '[1] 2', '{"a": 1, "a": 2}',
+    '[1e1000000]', '{"spec": {"x": [1, {"y": "}"}]}, "status": null}',
+]
+
+
 def put(target, name, data):
     d = os.path.join(CORPUS, target)
     os.makedirs(d, exist_ok=True)
@@ -138,6 +149,8 @@ def main():
             tag = hashlib.md5(compact(obj).encode()).hexdigest()[:10]
             put('snapshot', tag, compact(obj))
             put('watch_event', tag, compact(e))
+            if len(seen) <= 8:
+                put('json_text', tag, json.dumps(obj, indent=1))
             att = st.get('attemptStatus') or {}
             comp = att.get('taskRoleStatusesCompressed')
             if comp:
@@ -145,6 +158,8 @@ def main():
         for e in [e for e in events if e['type'] != 'BOOKMARK'][-3:]:
             put('watch_event', 'deleted-' + e['object']['metadata']['name'],
                 compact({'type': 'DELETED', 'object': e['object']}))
+        for i, t in enumerate(JSON_TEXTS):
+            put('json_text', 'edge-%02d' % i, t)
         # merge patches: fixtures, and consecutive states of one framework
         for i, (t, p) in enumerate(PATCHES):
             put('merge_patch', 'rfc-%02d' % i, compact(t) + '\n' + compact(p))

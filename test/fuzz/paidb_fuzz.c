@@ -401,6 +401,84 @@ fuzz_stream(const uint8_t *data, size_t size, bool list)
 	}
 }
 
+/*
+ * Parse JSON text with fn (0: jsonb_in, 1: jb_from_text, 2: jb_from_text_
+ * without "spec"); NULL and *code set on an ERROR.
+ */
+static Jsonb *
+fuzz_parse_with(int fn, const char *text, size_t len, int *code)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	Jsonb	   *volatile out = NULL;
+
+	*code = 0;
+	PG_TRY();
+	{
+		if (fn == 0)
+			out = fuzz_jsonb(text, len);
+		else if (fn == 1)
+			out = jb_from_text(text, (int) len);
+		else
+			out = jb_from_text_without(text, (int) len, "spec");
+	}
+	PG_CATCH();
+	{
+		ErrorData  *e;
+
+		MemoryContextSwitchTo(cxt);
+		e = CopyErrorData();
+		FlushErrorState();
+		*code = e->sqlerrcode;
+		out = NULL;
+	}
+	PG_END_TRY();
+	return out;
+}
+
+static bool
+fuzz_same_bytes(Jsonb *a, Jsonb *b)
+{
+	return VARSIZE(a) == VARSIZE(b) && memcmp(a, b, VARSIZE(a)) == 0;
+}
+
+/*
+ * json_text: paidb's own parses of JSON text (src/json_scan.c, with
+ * PostgreSQL's parser for what it gives up on) build the very bytes
+ * jsonb_in builds, and fail where it fails, with the same error code.
+ */
+static void
+fuzz_json_text(const uint8_t *data, size_t size)
+{
+	char	   *text;
+	int			theirs_code,
+				ours_code;
+	Jsonb	   *theirs;
+	Jsonb	   *ours;
+
+	/* jb_from_text reads the text up to its length; jsonb_in up to a NUL */
+	if (memchr(data, '\0', size) != NULL)
+		return;
+	/* as every caller's text, NUL-terminated (jb_from_text reads that byte) */
+	text = palloc(size + 1);
+	memcpy(text, data, size);
+	text[size] = '\0';
+	theirs = fuzz_parse_with(0, text, size, &theirs_code);
+	ours = fuzz_parse_with(1, text, size, &ours_code);
+	if ((theirs == NULL) != (ours == NULL) || theirs_code != ours_code)
+		fuzz_fail("jb_from_text and jsonb_in disagree on whether the text is JSON");
+	if (theirs != NULL && !fuzz_same_bytes(theirs, ours))
+		fuzz_fail("jb_from_text builds other jsonb than jsonb_in");
+	if (theirs != NULL && JB_ROOT_IS_OBJECT(theirs) && !JB_ROOT_IS_SCALAR(theirs))
+	{
+		Jsonb	   *without = fuzz_parse_with(2, text, size, &ours_code);
+		Jsonb	   *expected = DatumGetJsonbP(DirectFunctionCall2(jsonb_delete, JsonbPGetDatum(theirs),
+																  CStringGetTextDatum("spec")));
+
+		if (without == NULL || !fuzz_jsonb_equal(without, expected))
+			fuzz_fail("jb_from_text_without differs from jsonb_in's object less spec");
+	}
+}
+
 /* watch_stream target */
 static void
 fuzz_watch_stream(const uint8_t *data, size_t size)
@@ -471,6 +549,7 @@ paidb_fuzz_run(PG_FUNCTION_ARGS)
 		{"watch_event", fuzz_watch_event},
 		{"watch_stream", fuzz_watch_stream},
 		{"list_stream", fuzz_list_stream},
+		{"json_text", fuzz_json_text},
 	};
 
 	for (i = 0; i < (int) lengthof(targets); i++)

@@ -6,7 +6,7 @@ CREATE EXTENSION IF NOT EXISTS pgtap;
 DROP EXTENSION IF EXISTS paidb CASCADE;
 CREATE EXTENSION paidb CASCADE;
 \i test/bench/plpgsql_merge_patch.sql
-SELECT plan(20);
+SELECT plan(21);
 
 -- A random JSON value: objects over a small key set (so patches hit
 -- existing keys), arrays, scalars, and nulls in patches.
@@ -116,6 +116,18 @@ CREATE TEMP TABLE packs AS
             FROM generate_series(1, 300) i) g;
 SELECT is((SELECT count(*)::int FROM packs WHERE paidb.unpack_snapshot(paidb.pack_snapshot(d)) IS DISTINCT FROM d),
           0, 'a packed snapshot unpacks to the same jsonb');
+-- paidb's own scanner parses packed text (src/json_scan.c): with one-letter
+-- escapes (above), without any ("s" left out), and with \u escapes, which it
+-- leaves to PostgreSQL's parser (a control character in "s")
+SELECT is((SELECT count(*)::int FROM packs
+            WHERE paidb.unpack_snapshot(paidb.pack_snapshot(d - 's')) IS DISTINCT FROM d - 's'
+               OR paidb.unpack_snapshot(paidb.pack_snapshot(d || jsonb_build_object('s', chr(1) || i || chr(31))))
+                  IS DISTINCT FROM d || jsonb_build_object('s', chr(1) || i || chr(31))
+               OR paidb.unpack_snapshot(paidb.pack_snapshot(d - 's' || jsonb_build_object('metadata',
+                      jsonb_build_object('annotations', jsonb_build_object('config', c)))), c)
+                  IS DISTINCT FROM d - 's' || jsonb_build_object('metadata',
+                      jsonb_build_object('annotations', jsonb_build_object('config', c)))),
+          0, 'snapshots without escapes or with \u escapes unpack to the same jsonb');
 -- decoys: "metadata" and "annotations" objects at other depths and in arrays
 UPDATE packs SET d = jsonb_set(d || jsonb_build_object(
          'metadata', jsonb_build_object('name', 'job' || i, 'labels', pg_temp.rand_json(3, true),
