@@ -724,31 +724,27 @@ jb_build_parse(const char *text, int len, int add_npath, const char *const *add_
 	MemoryContext parse_cxt = AllocSetContextCreate(caller, "paidb JSON parse",
 													ALLOCSET_DEFAULT_SIZES);
 	JsonSemAction sem;
+	JbBuild		start;			/* what the callbacks start from */
 	JbBuild		b;
 	Jsonb	   *out = NULL;
 	bool		plain;
 
 	MemoryContextSwitchTo(parse_cxt);
-	memset(&b, 0, sizeof(b));
-	b.add_npath = add_npath;
-	b.add_path = add_path;
-	b.add_key = add_key;
-	b.add_value = add_value;
-	b.skip_key = skip_key;
+	memset(&start, 0, sizeof(start));
+	start.add_npath = add_npath;
+	start.add_path = add_path;
+	start.add_key = add_key;
+	start.add_value = add_value;
+	start.skip_key = skip_key;
+	b = start;
 	jb_build_actions(&sem, &b);
 	plain = json_scan_plain(text, len, &sem);
 	if (!plain && !plain_only)
 	{
-		/* escapes, or not JSON: from the start, with PostgreSQL's parser */
+		/* a \u escape, or not JSON: from the start, with PostgreSQL's parser */
 		MemoryContextReset(parse_cxt);
-		memset(&b, 0, sizeof(b));
+		b = start;
 		b.lex = makeJsonLexContextCstringLen((char *) text, len, GetDatabaseEncoding(), true);
-		b.add_npath = add_npath;
-		b.add_path = add_path;
-		b.add_key = add_key;
-		b.add_value = add_value;
-		b.skip_key = skip_key;
-		jb_build_actions(&sem, &b);
 		pg_parse_json_or_ereport(b.lex, &sem);
 	}
 	MemoryContextSwitchTo(caller);

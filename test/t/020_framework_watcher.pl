@@ -351,28 +351,8 @@ is($node->safe_psql('postgres', q{SELECT count(*) FROM paidb.job_summary WHERE n
 # The batch's job-list changes are held and written with one statement,
 # their count deltas summed by key (src/job_list.c): the list and the
 # counts must still equal paidb.framework's rows, in one snapshot.
-is($node->safe_psql('postgres', q{SELECT count(*) FROM (
- (SELECT name, job_name, user_name, execution_type, submission_time, creation_time, launch_time,
-         virtual_cluster, total_gpu_number, total_task_number, total_task_role_number, job_priority,
-         retries, retry_delay_time, platform_retries, resource_retries, user_retries,
-         completion_time, app_exit_code, sub_state, state, archived FROM paidb.framework
-  EXCEPT SELECT * FROM paidb.job_summary)
- UNION ALL
- (SELECT * FROM paidb.job_summary
-  EXCEPT SELECT name, job_name, user_name, execution_type, submission_time, creation_time, launch_time,
-         virtual_cluster, total_gpu_number, total_task_number, total_task_role_number, job_priority,
-         retries, retry_delay_time, platform_retries, resource_retries, user_retries,
-         completion_time, app_exit_code, sub_state, state, archived FROM paidb.framework)) e}),
-	'0', 'every listed row equals its framework row');
-is($node->safe_psql('postgres', q{SELECT count(*) FROM (
- (SELECT user_name, virtual_cluster, state, job_priority, archived, count(*) AS n
-    FROM paidb.framework GROUP BY 1, 2, 3, 4, 5
-  EXCEPT SELECT user_name, virtual_cluster, state, job_priority, archived, n FROM paidb.job_counts)
- UNION ALL
- (SELECT user_name, virtual_cluster, state, job_priority, archived, n FROM paidb.job_counts
-  EXCEPT SELECT user_name, virtual_cluster, state, job_priority, archived, count(*)
-    FROM paidb.framework GROUP BY 1, 2, 3, 4, 5)) e}),
-	'0', 'and the counts equal count(*) of every group');
+is($node->safe_psql('postgres', job_summary_errors_sql()), '0', 'every listed row equals its framework row');
+is($node->safe_psql('postgres', job_count_errors_sql()), '0', 'and the counts equal count(*) of every group');
 
 unlike(slurp_file($node->logfile), qr/TRAP:|terminated by signal/, 'no process crashed');
 

@@ -66,24 +66,10 @@ my $held = job_name('keep', 'held');
 submit($node, job_request($held, user => 'keep', hold_state => 'AttemptRunning'));
 ok(poll($node, "SELECT state = 'RUNNING' FROM paidb.framework WHERE name = '$held'"), 'the held job runs');
 
-# The counts disagree with count(*) in these groups (one statement: one snapshot).
-my $count_errors = q{SELECT count(*) FROM (
- (SELECT user_name, virtual_cluster, state, job_priority, archived, count(*) AS n
-    FROM paidb.framework GROUP BY 1, 2, 3, 4, 5
-  EXCEPT SELECT user_name, virtual_cluster, state, job_priority, archived, n FROM paidb.job_counts)
- UNION ALL
- (SELECT user_name, virtual_cluster, state, job_priority, archived, n FROM paidb.job_counts
-  EXCEPT SELECT user_name, virtual_cluster, state, job_priority, archived, count(*)
-    FROM paidb.framework GROUP BY 1, 2, 3, 4, 5)) e};
-# paidb.job_summary differs from paidb.framework in these rows.
-my $summary_cols = q{name, job_name, user_name, execution_type, submission_time, creation_time,
-  launch_time, virtual_cluster, total_gpu_number, total_task_number, total_task_role_number,
-  job_priority, retries, retry_delay_time, platform_retries, resource_retries, user_retries,
-  completion_time, app_exit_code, sub_state, state, archived};
-my $summary_errors = qq{SELECT count(*) FROM (
- (SELECT $summary_cols FROM paidb.framework EXCEPT SELECT * FROM paidb.job_summary)
- UNION ALL
- (SELECT * FROM paidb.job_summary EXCEPT SELECT $summary_cols FROM paidb.framework)) e};
+# The counts disagree with count(*) in these groups; the job list with
+# paidb.framework in these rows.
+my $count_errors = job_count_errors_sql();
+my $summary_errors = job_summary_errors_sql();
 
 my %scripts = (
 	submit => q{

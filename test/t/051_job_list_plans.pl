@@ -28,6 +28,7 @@ use JSON::PP;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use PaidbTest qw(job_count_errors_sql);
 use FindBin;
 use Cwd qw(abs_path);
 
@@ -191,14 +192,7 @@ for my $s (@shapes)
 	}
 }
 # user, VC, state and priority counts from paidb.job_counts equal count(*)
-is($node->safe_psql('postgres', q{SELECT count(*) FROM (
- (SELECT user_name, virtual_cluster, state, job_priority, archived, count(*) AS n
-    FROM paidb.framework GROUP BY 1, 2, 3, 4, 5
-  EXCEPT SELECT user_name, virtual_cluster, state, job_priority, archived, n FROM paidb.job_counts)
- UNION ALL
- (SELECT user_name, virtual_cluster, state, job_priority, archived, n FROM paidb.job_counts
-  EXCEPT SELECT user_name, virtual_cluster, state, job_priority, archived, count(*)
-    FROM paidb.framework GROUP BY 1, 2, 3, 4, 5)) e}), '0', 'job_counts equals count(*) for the data set');
+is($node->safe_psql('postgres', job_count_errors_sql()), '0', 'job_counts equals count(*) for the data set');
 
 $node->stop;
 done_testing();

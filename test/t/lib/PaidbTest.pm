@@ -38,7 +38,7 @@ our @EXPORT = qw(job_name job_request bare_framework submit try_submit query pol
   fake_create_attempts fake_counter fake_requests fake_request_times
   fake_watches fake_delete_directly sql_json
   install_state_log state_log_sql state_path worker_pid wait_for_workers log_since
-  worker_exits crash_lines worker_rss);
+  worker_exits crash_lines worker_rss job_count_errors_sql job_summary_errors_sql);
 
 # How long any single condition may take to become true (seconds).
 our $WAIT = 60;
@@ -542,6 +542,35 @@ CREATE TRIGGER log_state_update AFTER UPDATE ON paidb.framework
     FOR EACH ROW WHEN (OLD.state IS DISTINCT FROM NEW.state)
     EXECUTE FUNCTION public.log_state();
 };
+}
+
+# How many (user, virtual cluster, state, priority, archived) groups
+# paidb.job_counts disagrees with count(*) of paidb.framework in (one
+# statement: one snapshot).
+sub job_count_errors_sql
+{
+	return q{SELECT count(*) FROM (
+ (SELECT user_name, virtual_cluster, state, job_priority, archived, count(*) AS n
+    FROM paidb.framework GROUP BY 1, 2, 3, 4, 5
+  EXCEPT SELECT user_name, virtual_cluster, state, job_priority, archived, n FROM paidb.job_counts)
+ UNION ALL
+ (SELECT user_name, virtual_cluster, state, job_priority, archived, n FROM paidb.job_counts
+  EXCEPT SELECT user_name, virtual_cluster, state, job_priority, archived, count(*)
+    FROM paidb.framework GROUP BY 1, 2, 3, 4, 5)) e};
+}
+
+# How many rows paidb.job_summary and paidb.framework's listed columns
+# differ in.
+sub job_summary_errors_sql
+{
+	my $cols = q{name, job_name, user_name, execution_type, submission_time, creation_time,
+  launch_time, virtual_cluster, total_gpu_number, total_task_number, total_task_role_number,
+  job_priority, retries, retry_delay_time, platform_retries, resource_retries, user_retries,
+  completion_time, app_exit_code, sub_state, state, archived};
+	return qq{SELECT count(*) FROM (
+ (SELECT $cols FROM paidb.framework EXCEPT SELECT * FROM paidb.job_summary)
+ UNION ALL
+ (SELECT * FROM paidb.job_summary EXCEPT SELECT $cols FROM paidb.framework)) e};
 }
 
 # The states a job went through, e.g. "WAITING RUNNING SUCCEEDED".
