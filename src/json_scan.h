@@ -1,21 +1,35 @@
 /*
- * json_scan.h — a JSON parser for the common case, driving the same
- * callbacks as PostgreSQL's pg_parse_json.
+ * json_scan.h — JSON text straight to jsonb, for the common case.
  */
 #ifndef PAIDB_JSON_SCAN_H
 #define PAIDB_JSON_SCAN_H
 
-#include "common/jsonapi.h"
+#include "utils/jsonb.h"
+
+/* What json_scan_to_jsonb builds besides the text's own value */
+typedef struct JsonScanOptions
+{
+	/* a member added at the end of the object at this path (NULL: none) */
+	int			add_npath;
+	const char *const *add_path;
+	const char *add_key;
+	JsonbValue *add_value;		/* a scalar */
+	/* a member of the root object left out, its value still checked (NULL: none) */
+	const char *skip_key;
+} JsonScanOptions;
 
 /*
- * Parse `len` bytes of JSON text, calling sem's callbacks exactly as
- * pg_parse_json would for it (the same order, tokens and isnull flags).
- * Returns false, having possibly called some of them, when the text is
- * not plain valid JSON: a string holds a \u escape or a control character,
- * or anything is out of place.  The caller then discards what the
- * callbacks built and parses the text with pg_parse_json, which handles
- * escapes and reports errors in its own words.
+ * The jsonb that jsonb_in builds from `len` bytes of JSON text (with the
+ * options' member added or left out, as jb_from_text_adding and
+ * jb_from_text_without describe), byte for byte, allocated in
+ * result_cxt.  Returns NULL when the text is not plain valid JSON (a
+ * string holds a \u escape or a control character, anything is out of
+ * place) or is too large to be sure of jsonb's limits: the caller then
+ * parses it with pg_parse_json, whose errors and escapes stay PostgreSQL's
+ * own.  An ERROR raised here (numeric_in refusing a number) is the one
+ * jsonb_in raises for the same text.
  */
-extern bool json_scan_plain(const char *text, int len, JsonSemAction *sem);
+extern Jsonb *json_scan_to_jsonb(const char *text, int len, const JsonScanOptions *opts,
+								 MemoryContext result_cxt);
 
 #endif							/* PAIDB_JSON_SCAN_H */

@@ -128,6 +128,9 @@ jb_container_equal(JsonbContainer *a, JsonbContainer *b)
 /* Text from which jb_from_text builds jsonb itself rather than by jsonb_in */
 #define JB_LARGE_TEXT	(1024 * 1024)
 
+/* See jsonb_util.h. */
+bool		jb_parse_with_postgres_only = false;
+
 /* What the large-text parser builds */
 typedef struct JbBuild
 {
@@ -708,13 +711,13 @@ jb_object_replace(JsonbContainer *obj, int nkeys, const char *const *keys,
 }
 
 /*
- * The same parse as jsonb_in (with an added or a left-out member), but the
- * parser's tokens and value tree live in a context of their own, freed as
- * soon as the jsonb is built (in the caller's context), so a 50 MB object
- * costs its text, one tree and the result at the peak, and only the result
- * after.  The text is parsed by json_scan_plain (src/json_scan.c) where it
- * can be; where it gives up, with plain_only the result is NULL, otherwise
- * the text is parsed by pg_parse_json.
+ * The same parse as jsonb_in (with an added or a left-out member).  The
+ * text is parsed by json_scan_to_jsonb (src/json_scan.c) where it can be;
+ * where it gives up, with plain_only the result is NULL, otherwise the
+ * text is parsed by pg_parse_json.  Either way the parser's tokens and
+ * value tree live in a context of their own, freed as soon as the jsonb is
+ * built (in the caller's context), so a 50 MB object costs its text, one
+ * tree and the result at the peak, and only the result after.
  */
 static Jsonb *
 jb_build_parse(const char *text, int len, int add_npath, const char *const *add_path,
@@ -723,33 +726,31 @@ jb_build_parse(const char *text, int len, int add_npath, const char *const *add_
 	MemoryContext caller = CurrentMemoryContext;
 	MemoryContext parse_cxt = AllocSetContextCreate(caller, "paidb JSON parse",
 													ALLOCSET_DEFAULT_SIZES);
+	JsonScanOptions opts = {add_npath, add_path, add_key, add_value, skip_key};
 	JsonSemAction sem;
-	JbBuild		start;			/* what the callbacks start from */
 	JbBuild		b;
 	Jsonb	   *out = NULL;
-	bool		plain;
 
 	MemoryContextSwitchTo(parse_cxt);
-	memset(&start, 0, sizeof(start));
-	start.add_npath = add_npath;
-	start.add_path = add_path;
-	start.add_key = add_key;
-	start.add_value = add_value;
-	start.skip_key = skip_key;
-	b = start;
-	jb_build_actions(&sem, &b);
-	plain = json_scan_plain(text, len, &sem);
-	if (!plain && !plain_only)
+	if (!jb_parse_with_postgres_only)
+		out = json_scan_to_jsonb(text, len, &opts, caller);
+	if (out == NULL && !plain_only)
 	{
 		/* a \u escape, or not JSON: from the start, with PostgreSQL's parser */
 		MemoryContextReset(parse_cxt);
-		b = start;
+		memset(&b, 0, sizeof(b));
+		b.add_npath = add_npath;
+		b.add_path = add_path;
+		b.add_key = add_key;
+		b.add_value = add_value;
+		b.skip_key = skip_key;
+		jb_build_actions(&sem, &b);
 		b.lex = makeJsonLexContextCstringLen((char *) text, len, GetDatabaseEncoding(), true);
 		pg_parse_json_or_ereport(b.lex, &sem);
+		MemoryContextSwitchTo(caller);
+		out = JsonbValueToJsonb(b.result);
 	}
 	MemoryContextSwitchTo(caller);
-	if (plain || !plain_only)
-		out = JsonbValueToJsonb(b.result);
 	MemoryContextDelete(parse_cxt);
 	return out;
 }

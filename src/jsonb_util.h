@@ -77,6 +77,11 @@ extern Jsonb *jb_from_text(const char *text, int len);
 /* jb_from_text's own parser for large text (as jsonb_in, tree freed early) */
 extern Jsonb *jb_from_large_text(const char *text, int len);
 /*
+ * Parse only with PostgreSQL's parser, never src/json_scan.c (false): for
+ * the fuzzer, which compares the two.
+ */
+extern bool jb_parse_with_postgres_only;
+/*
  * Parse JSON text into jsonb adding member key = value (a scalar) to the
  * object found npath keys below the root (path), if there is one: the same
  * as parsing and then setting it, in one pass.

@@ -58,6 +58,20 @@ JSON_TEXTS = [
     '"plain"', '"esc\\aped \\"q\\""', '"\\u00e9\\ud83d\\ude00"', '"tab\tin"', '"\u00e9t\u00e9"',
     'true', 'truex', 'nul', '[1,]', '{"a" 1}', '{"a":1,}', '[1] 2', '{"a": 1, "a": 2}',
     '[1e1000000]', '{"spec": {"x": [1, {"y": "}"}]}, "status": null}',
+    # a member added (metadata.annotations.config) or left out (spec) by the
+    # same parse: where the path is, is not, or is twice; escaped and empty
+    # keys; out of order, duplicate and more than 32 members (jsonb's offsets)
+    '{"metadata": {"annotations": {"config": "old", "b": 1}, "name": "x"}, "spec": 1}',
+    '{"metadata": {"annotations": {}}}',
+    '{"metadata": {"annotations": [1]}}',
+    '{"metadata": {"annotations": {"a": 1}}, "metadata": {"annotations": {"b": 2}}}',
+    '{"metadata": {"x": {"annotations": {}}}, "annotations": {}}',
+    '{"spec": {"a": 1}, "spec": 2, "b": 3}',
+    '{"b\\"q": 1, "a": 2, "": 3, "": 4, "\\n": [1.50]}',
+    '{"metadata": {"annot\\u0061tions": {}}}',
+    '[0, -0, 1.50, 1e2, -1E-2, 0.000001, 12345678901234567890]',
+    '{' + ', '.join('"k%d": [%d, "s%d", {"z": %d}]' % (i, i, i, i) for i in range(40, -1, -1)) + '}',
+    '[' + ', '.join('{"n": %d, "a": [true]}' % i for i in range(40)) + ']',
 ]
 
 

@@ -418,8 +418,19 @@ fuzz_parse_with(int fn, const char *text, size_t len, int *code)
 			out = fuzz_jsonb(text, len);
 		else if (fn == 1)
 			out = jb_from_text(text, (int) len);
-		else
+		else if (fn == 2)
 			out = jb_from_text_without(text, (int) len, "spec");
+		else if (fn == 3)
+			out = jb_from_large_text(text, (int) len);
+		else
+		{
+			/* as unpacking puts a job config back */
+			JsonbValue	v;
+
+			jb_string_value(&v, "{\"x\": 1}");
+			out = jb_from_text_adding(text, (int) len, 2, (const char *[]) {"metadata", "annotations"},
+									  "config", &v);
+		}
 	}
 	PG_CATCH();
 	{
@@ -444,7 +455,9 @@ fuzz_same_bytes(Jsonb *a, Jsonb *b)
 /*
  * json_text: paidb's own parses of JSON text (src/json_scan.c, with
  * PostgreSQL's parser for what it gives up on) build the very bytes
- * jsonb_in builds, and fail where it fails, with the same error code.
+ * jsonb_in builds, and fail where it fails, with the same error code; with
+ * a member left out or added, the very bytes PostgreSQL's parser builds
+ * through the same callers.
  */
 static void
 fuzz_json_text(const uint8_t *data, size_t size)
@@ -454,6 +467,7 @@ fuzz_json_text(const uint8_t *data, size_t size)
 				ours_code;
 	Jsonb	   *theirs;
 	Jsonb	   *ours;
+	int			fn;
 
 	/* jb_from_text reads the text up to its length; jsonb_in up to a NUL */
 	if (memchr(data, '\0', size) != NULL)
@@ -476,6 +490,19 @@ fuzz_json_text(const uint8_t *data, size_t size)
 
 		if (without == NULL || !fuzz_jsonb_equal(without, expected))
 			fuzz_fail("jb_from_text_without differs from jsonb_in's object less spec");
+	}
+	/* src/json_scan.c against the same calls with PostgreSQL's parser only */
+	for (fn = 2; fn <= 4; fn++)
+	{
+		Jsonb	   *scanned = fuzz_parse_with(fn, text, size, &ours_code);
+
+		jb_parse_with_postgres_only = true;
+		theirs = fuzz_parse_with(fn, text, size, &theirs_code);
+		jb_parse_with_postgres_only = false;
+		if ((theirs == NULL) != (scanned == NULL) || theirs_code != ours_code)
+			fuzz_fail("src/json_scan.c and PostgreSQL's parser disagree on whether the text is JSON");
+		if (theirs != NULL && !fuzz_same_bytes(theirs, scanned))
+			fuzz_fail("src/json_scan.c builds other jsonb than PostgreSQL's parser with a member added or left out");
 	}
 }
 
