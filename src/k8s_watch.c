@@ -471,6 +471,28 @@ k8s_framer_feed(K8sFramer *fr, const char *data, size_t len, bool *done, bool *b
 					break;
 				c = data[p];
 			}
+			else if (!fr->escape && fr->string_is_key)
+			{
+				/*
+				 * A key's plain run at once (keys are a third of a
+				 * framework's text): as the loop below takes it one byte
+				 * at a time, up to the next quote or backslash.
+				 */
+				size_t		stop = Min(len, seg + (limit + 1 - fr->nbytes));
+				size_t		run = p;
+
+				while (run < stop && data[run] != '"' && data[run] != '\\')
+					run++;
+				if (run > p)
+				{
+					if (fr->key_len[d] < K8S_FRAME_KEY_MAX)
+						memcpy(&fr->key[d][fr->key_len[d]], data + p,
+							   Min(run - p, (size_t) (K8S_FRAME_KEY_MAX - fr->key_len[d])));
+					fr->key_len[d] += (int) (run - p);
+					p = run;
+					continue;
+				}
+			}
 			if (fr->escape)
 				fr->escape = false;
 			else if (c == '\\')
