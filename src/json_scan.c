@@ -364,6 +364,27 @@ same_key(const ScanNode *x, const ScanNode *y)
 }
 
 /*
+ * The container whose children now lie in s->done from `first` (n
+ * members: pairs or elements), in place of them in s->open from `base`.
+ */
+static void
+push_container(Scan *s, uint32 base, uint32 first, uint32 n, bool object, bool raw_scalar)
+{
+	ScanNode   *node;
+
+	s->nopen = base;
+	node = push_open(s);
+	node->type = JENTRY_ISCONTAINER;
+	node->object = object;
+	node->len = n;
+	node->first = first;
+	node->data = NULL;
+	node->raw_scalar = raw_scalar;
+	/* its header, its JEntries and its padding in its parent */
+	s->bound += 4 + 4 * (Size) (object ? 2 * n : n) + 3;
+}
+
+/*
  * Close the object whose npairs members (key, value, ...) wait in
  * s->open from `base`: into s->done in jsonb's order, each key once (the
  * last member of a key wins, as in jsonb_in), and the object itself into
@@ -374,7 +395,6 @@ close_object(Scan *s, uint32 base, uint32 npairs)
 {
 	ScanNode   *pairs = &s->open[base];
 	ScanNode   *out;
-	ScanNode   *node;
 	uint32		first = s->ndone;
 	uint32		n = 0;
 	uint32		i;
@@ -414,16 +434,7 @@ close_object(Scan *s, uint32 base, uint32 npairs)
 		s->ndone -= 2 * (npairs - n);
 		pfree(keys);
 	}
-	s->nopen = base;
-	node = push_open(s);
-	node->type = JENTRY_ISCONTAINER;
-	node->object = true;
-	node->len = n;
-	node->first = first;
-	node->data = NULL;
-	node->raw_scalar = false;
-	/* its header, its JEntries and its padding in its parent */
-	s->bound += 4 + 8 * (Size) npairs + 3;
+	push_container(s, base, first, n, true, false);
 }
 
 /* Close the array whose n elements wait in s->open from `base`. */
@@ -431,19 +442,9 @@ static void
 close_array(Scan *s, uint32 base, uint32 n, bool raw_scalar)
 {
 	uint32		first = s->ndone;
-	ScanNode   *out = reserve_done(s, n);
-	ScanNode   *node;
 
-	memcpy(out, &s->open[base], sizeof(ScanNode) * n);
-	s->nopen = base;
-	node = push_open(s);
-	node->type = JENTRY_ISCONTAINER;
-	node->object = false;
-	node->len = n;
-	node->first = first;
-	node->data = NULL;
-	node->raw_scalar = raw_scalar;
-	s->bound += 4 + 4 * (Size) n + 3;
+	memcpy(reserve_done(s, n), &s->open[base], sizeof(ScanNode) * n);
+	push_container(s, base, first, n, false, raw_scalar);
 }
 
 /*
