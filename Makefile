@@ -51,8 +51,8 @@ DATA = \
 	sql/paidb_openpai--0.2--0.3.sql
 PGFILEDESC = "paidb - OpenPAI jobs in PostgreSQL, synchronised with Kubernetes"
 
-PG_CPPFLAGS = -I$(srcdir)/src $(shell pkg-config --cflags json-c libcurl zlib yaml-0.1 libzstd)
-SHLIB_LINK = $(shell pkg-config --libs json-c libcurl zlib yaml-0.1 libzstd)
+PG_CPPFLAGS = -I$(srcdir)/src $(shell pkg-config --cflags json-c libcurl zlib yaml-0.1 libzstd liblz4)
+SHLIB_LINK = $(shell pkg-config --libs json-c libcurl zlib yaml-0.1 libzstd liblz4)
 # -Wextra's unused-parameter fires on PostgreSQL's own headers and on
 # callback signatures; everything else of -Wall -Wextra is on.
 PG_CFLAGS = -Wall -Wextra -Wno-unused-parameter

@@ -372,7 +372,9 @@ GRANT SELECT ON paidb.cluster_status TO paidb_writer, paidb_reader;
 -- paidb.framework or paidb.framework_history (inlined, so the planner reads
 -- the two columns only).  Roles granted columns, not the whole row
 -- (paidb_reader), call paidb.unpack_snapshot(snapshot_packed, job_config).
-CREATE FUNCTION paidb.pack_snapshot(snapshot jsonb, job_config text DEFAULT NULL)
+-- pack_snapshot's as_job_row: packed as a job row stores it (lz4 until the
+-- framework has completed, zstd after); by default zstd, as history is.
+CREATE FUNCTION paidb.pack_snapshot(snapshot jsonb, job_config text DEFAULT NULL, as_job_row boolean DEFAULT false)
 RETURNS bytea
 AS 'MODULE_PATHNAME', 'paidb_snapshot_pack'
 LANGUAGE C IMMUTABLE PARALLEL SAFE;

@@ -327,7 +327,7 @@ paidb_record_history_internal(Jsonb *snapshot, const char *history_type)
 		SPIPlanPtr	plan = get_record_plan();
 
 		/* history rows have no job_config column: the config stays in */
-		values[4] = record_plan_packed ? PointerGetDatum(paidb_pack_snapshot(snapshot, NULL)) :
+		values[4] = record_plan_packed ? PointerGetDatum(paidb_pack_snapshot(snapshot, NULL, false)) :
 			JsonbPGetDatum(snapshot);
 		ret = SPI_execute_plan(plan, values, nulls, false, 0);
 	}

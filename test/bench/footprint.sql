@@ -95,7 +95,7 @@ BEGIN
         c.virtual_cluster, c.job_priority, c.total_gpu_number, c.total_task_number, c.total_task_role_number,
         c.log_path_infix, r.submission_time, c.creation_time, c.launch_time, c.completion_time, c.retries,
         c.retry_delay_time, c.platform_retries, c.resource_retries, c.user_retries, c.app_exit_code,
-        c.sub_state, c.state, paidb.pack_snapshot(r.snap, c.job_config), 1, true, true
+        c.sub_state, c.state, paidb.pack_snapshot(r.snap, c.job_config, true), 1, true, true
       FROM retried r, paidb.snapshot_columns(r.snap) c;
     INSERT INTO paidb.framework_history (uid, framework_name, attempt_index, snapshot_packed)
     SELECT paidb.history_uid(r.name, a, 'retry'), r.name, a,
@@ -121,7 +121,7 @@ CREATE OR REPLACE FUNCTION bench.add_big_jobs(jobs int) RETURNS void
 LANGUAGE sql AS $$
 INSERT INTO paidb.framework (name, job_name, user_name, virtual_cluster, submission_time, snapshot_packed,
     request_generation, request_synced, state, sub_state)
-SELECT 'big' || i, 'big', 'user001', 'default', now(), paidb.pack_snapshot(bench.snapshot_600kb('big' || i)), 1, true,
+SELECT 'big' || i, 'big', 'user001', 'default', now(), paidb.pack_snapshot(bench.snapshot_600kb('big' || i), NULL, true), 1, true,
        'RUNNING', 'AttemptRunning'
   FROM generate_series(1, jobs) i;
 INSERT INTO paidb.framework_history (uid, framework_name, attempt_index, snapshot_packed)

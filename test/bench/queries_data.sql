@@ -51,7 +51,7 @@ SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_attribute WHERE attrelid = 'paidb.fra
                  AND attname = 'snapshot_packed' AND NOT attisdropped) AS packed \gset
 \if :packed
 \set snapshot_column snapshot_packed
-\set store_snapshot 'paidb.pack_snapshot(s.snap, c.job_config)'
+\set store_snapshot 'paidb.pack_snapshot(s.snap, c.job_config, true)'
 \set store_history 'paidb.pack_snapshot'
 \set stored_snapshot 'paidb.snapshot(f)'
 \else

@@ -15,7 +15,7 @@ export PAIDB_CHECKOUT
 # Port reservations shared by every concurrent run of PostgreSQL::Test::Cluster.
 export PG_TEST_PORT_DIR=${PG_TEST_PORT_DIR:-/tmp/paidb-portlock}
 PAIDB_DEBS="postgresql-15 postgresql-server-dev-15 postgresql-contrib libcurl4-openssl-dev \
-libjson-c-dev zlib1g-dev libyaml-dev libzstd-dev pkg-config make gcc postgresql-15-pgtap \
+libjson-c-dev zlib1g-dev libyaml-dev libzstd-dev liblz4-dev pkg-config make gcc postgresql-15-pgtap \
 libtap-parser-sourcehandler-pgtap-perl libipc-run-perl python3 openssl curl sqlsmith zstd"
 
 # Install the Debian packages paidb and its tests need (only what is missing).

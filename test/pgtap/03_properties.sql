@@ -6,7 +6,7 @@ CREATE EXTENSION IF NOT EXISTS pgtap;
 DROP EXTENSION IF EXISTS paidb CASCADE;
 CREATE EXTENSION paidb CASCADE;
 \i test/bench/plpgsql_merge_patch.sql
-SELECT plan(21);
+SELECT plan(27);
 
 -- A random JSON value: objects over a small key set (so patches hit
 -- existing keys), arrays, scalars, and nulls in patches.
@@ -153,6 +153,33 @@ SELECT throws_ok($$SELECT paidb.unpack_snapshot(substr(paidb.pack_snapshot(d), 1
                  'XX001', NULL, 'a truncated packed snapshot is refused as corrupted');
 SELECT throws_ok($$SELECT paidb.unpack_snapshot(paidb.pack_snapshot(d, c), NULL) FROM packs WHERE i = 1$$,
                  'XX001', NULL, 'a packed snapshot without its config, read without job_config, is refused');
+-- Format 2 (lz4), as a job row stores a framework that has not completed;
+-- format 1 (zstd) once it has, and by default (history).
+SELECT is((SELECT count(*)::int FROM packs
+            WHERE get_byte(paidb.pack_snapshot(d, c, true), 0) <> 2
+               OR get_byte(paidb.pack_snapshot(d, c, true), 1) <> 1
+               OR paidb.unpack_snapshot(paidb.pack_snapshot(d, c, true), c) IS DISTINCT FROM d
+               OR paidb.unpack_snapshot(paidb.pack_snapshot(d, c || 'x', true), NULL) IS DISTINCT FROM d
+               OR paidb.unpack_snapshot(paidb.pack_snapshot(d - 's' || jsonb_build_object('s', chr(1) || i), NULL, true))
+                  IS DISTINCT FROM d - 's' || jsonb_build_object('s', chr(1) || i)), 0,
+          'as a job row stores it (format 2), a snapshot unpacks to the same jsonb, with and without its config');
+SELECT is((SELECT count(*)::int FROM packs
+            WHERE get_byte(paidb.pack_snapshot(d || '{"status": {"state": "Completed"}}', c, true), 0) <> 1
+               OR get_byte(paidb.pack_snapshot(d || '{"status": {"state": "AttemptRunning"}}', c, true), 0) <> 2
+               OR get_byte(paidb.pack_snapshot(d, c), 0) <> 1
+               OR paidb.unpack_snapshot(paidb.pack_snapshot(d || '{"status": {"state": "Completed"}}', c, true), c)
+                  IS DISTINCT FROM d || '{"status": {"state": "Completed"}}'), 0,
+          'a completed framework''s row, and history, are packed in format 1');
+SELECT throws_ok($$SELECT paidb.unpack_snapshot(substr(paidb.pack_snapshot(d, NULL, true), 1, 5)) FROM packs WHERE i = 1$$,
+                 'XX001', NULL, 'format 2 shorter than its length field is refused as corrupted');
+SELECT throws_ok($$SELECT paidb.unpack_snapshot(substr(paidb.pack_snapshot(d, NULL, true), 1, 40)) FROM packs WHERE i = 1$$,
+                 'XX001', NULL, 'a truncated format 2 block is refused as corrupted');
+SELECT throws_ok($$SELECT paidb.unpack_snapshot(overlay(p PLACING '\x00000040'::bytea FROM 3 FOR 4))
+                     FROM (SELECT paidb.pack_snapshot(d, NULL, true) p FROM packs WHERE i = 1) x$$,
+                 'XX001', NULL, 'format 2 whose length field claims more than 1 GB is refused as corrupted');
+SELECT throws_ok($$SELECT paidb.unpack_snapshot(overlay(p PLACING set_byte(substr(p, 3, 1), 0, get_byte(p, 2) + 1) FROM 3 FOR 1))
+                     FROM (SELECT paidb.pack_snapshot(d, NULL, true) p FROM packs WHERE i = 1) x$$,
+                 'XX001', NULL, 'format 2 whose length field says one byte more than its block holds is refused');
 
 -- The work list is an index scan (partial index) when most jobs are synced.
 SELECT paidb.import_frameworks(jsonb_agg(jsonb_build_object('metadata', jsonb_build_object('name', 'imp' || i, 'resourceVersion', i::text),
