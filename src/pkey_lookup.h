@@ -6,6 +6,7 @@
 #ifndef PAIDB_PKEY_LOOKUP_H
 #define PAIDB_PKEY_LOOKUP_H
 
+#include "nodes/lockoptions.h"
 #include "utils/snapshot.h"
 
 /*
@@ -17,5 +18,18 @@
  */
 extern bool paidb_pkey_lookup(Oid relid, const char *key, Snapshot snapshot,
 							  const char *column, char **value);
+
+/*
+ * The row of `relid` whose one-column text primary key equals `key`,
+ * locked in `mode` as SELECT ... FOR <mode> in a statement of its own
+ * would lock it: found with the snapshot such a statement would take,
+ * waiting for a conflicting lock, and in READ COMMITTED the latest version
+ * of a row updated meanwhile (not found if it was deleted, or its key
+ * changed); under REPEATABLE READ and SERIALIZABLE a concurrent update is a
+ * serialization failure.  If found, values[i] gets the text form of column
+ * columns[i] (NULL for SQL NULL), palloc'd.
+ */
+extern bool paidb_pkey_lock(Oid relid, const char *key, LockTupleMode mode,
+							int ncolumns, const char *const *columns, char **values);
 
 #endif							/* PAIDB_PKEY_LOOKUP_H */

@@ -21,7 +21,6 @@
 #include "spi_plan.h"
 
 static SPIPlanPtr plan_cluster = NULL;
-static SPIPlanPtr plan_cluster_locked = NULL;
 
 #define CLUSTER_COLUMNS \
 	"SELECT name, api_server, namespace, token_file, ca_file, retain_mode, state " \
@@ -35,7 +34,6 @@ prepare_plans(void)
 	if (plan_cluster != NULL)
 		return;
 	plan_cluster = paidb_prepare_kept(CLUSTER_COLUMNS, 1, types);
-	plan_cluster_locked = paidb_prepare_kept(CLUSTER_COLUMNS " FOR KEY SHARE", 1, types);
 }
 
 /* Copy a text column into a fixed buffer ("" for NULL). */
@@ -73,6 +71,31 @@ read_cluster(SPIPlanPtr plan, const char *name, PaidbClusterConfig *conf, char *
 	conf->retain_mode = isnull ? -1 : (DatumGetBool(d) ? 1 : 0);
 	if (state)
 		*state = SPI_getvalue(tup, desc, 7);
+	return true;
+}
+
+/*
+ * Read and lock a cluster row FOR KEY SHARE by its key, without a
+ * statement (~25 us of a submission went to the statement's set-up).
+ */
+static bool
+lock_cluster(const char *name, PaidbClusterConfig *conf, char **state)
+{
+	static const char *const columns[] = {"name", "api_server", "namespace", "token_file", "ca_file",
+	"retain_mode", "state"};
+	char	   *v[lengthof(columns)];
+	Oid			clusters = RangeVarGetRelid(makeRangeVar("paidb", "cluster", -1), NoLock, false);
+
+	if (!paidb_pkey_lock(clusters, name, LockTupleKeyShare, lengthof(columns), columns, v))
+		return false;
+	memset(conf, 0, sizeof(*conf));
+	strlcpy(conf->name, v[0] ? v[0] : "", sizeof(conf->name));
+	strlcpy(conf->api_server, v[1] ? v[1] : "", sizeof(conf->api_server));
+	strlcpy(conf->namespace, v[2] ? v[2] : "", sizeof(conf->namespace));
+	strlcpy(conf->token_file, v[3] ? v[3] : "", sizeof(conf->token_file));
+	strlcpy(conf->ca_file, v[4] ? v[4] : "", sizeof(conf->ca_file));
+	conf->retain_mode = v[5] == NULL ? -1 : (strcmp(v[5], "t") == 0 ? 1 : 0);
+	*state = v[6];
 	return true;
 }
 
@@ -115,7 +138,7 @@ paidb_place_new_job(const char *cluster_arg, const char *virtual_cluster,
 		name = paidb_default_cluster ? paidb_default_cluster : PAIDB_DEFAULT_CLUSTER;
 		source = "paidb.default_cluster";
 	}
-	if (!read_cluster(plan_cluster_locked, name, conf, &state))
+	if (!lock_cluster(name, conf, &state))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("cluster \"%s\" does not exist", name),
