@@ -625,9 +625,14 @@ jb_write_object(JbRawMember *m, int n)
 	return (Jsonb *) buf.data;
 }
 
-/* See jsonb_util.h. */
-Jsonb *
-jb_object_replaced(JsonbContainer *obj, int nkeys, const char *const *keys, JsonbValue *const *vals)
+/*
+ * Copy object obj with the named members replaced (vals[k]; NULL: removed)
+ * and the others copied (select false), or with only the named members:
+ * vals[k], or obj's member when vals[k] is NULL (select true).  Members of
+ * obj are copied as bytes, not unpacked and encoded again.
+ */
+static Jsonb *
+object_copied(JsonbContainer *obj, int nkeys, const char *const *keys, JsonbValue *const *vals, bool select)
 {
 	uint32		count = (obj != NULL && JsonContainerIsObject(obj)) ? JsonContainerSize(obj) : 0;
 	JbRawMember *m = palloc(sizeof(JbRawMember) * (count + nkeys + 1));
@@ -645,14 +650,15 @@ jb_object_replaced(JsonbContainer *obj, int nkeys, const char *const *keys, Json
 		uint32		key_start = key_end;
 		uint32		value_start = value_end;
 		JEntry		value = obj->children[count + i];
-		bool		named = false;
+		int			named = -1;
 
 		JBE_ADVANCE_OFFSET(key_end, obj->children[i]);
 		JBE_ADVANCE_OFFSET(value_end, value);
-		for (k = 0; k < nkeys && !named; k++)
-			named = strlen(keys[k]) == key_end - key_start &&
-				memcmp(base + key_start, keys[k], key_end - key_start) == 0;
-		if (named)
+		for (k = 0; k < nkeys && named < 0; k++)
+			if (strlen(keys[k]) == key_end - key_start &&
+				memcmp(base + key_start, keys[k], key_end - key_start) == 0)
+				named = k;
+		if (select ? (named < 0 || vals[named] != NULL) : named >= 0)
 			continue;
 		m[n].key = base + key_start;
 		m[n].keylen = (int) (key_end - key_start);
@@ -684,6 +690,20 @@ jb_object_replaced(JsonbContainer *obj, int nkeys, const char *const *keys, Json
 			m[++k] = m[i];
 	}
 	return jb_write_object(m, n > 0 ? k + 1 : 0);
+}
+
+/* See jsonb_util.h. */
+Jsonb *
+jb_object_replaced(JsonbContainer *obj, int nkeys, const char *const *keys, JsonbValue *const *vals)
+{
+	return object_copied(obj, nkeys, keys, vals, false);
+}
+
+/* See jsonb_util.h. */
+Jsonb *
+jb_object_selected(JsonbContainer *obj, int nkeys, const char *const *keys, JsonbValue *const *vals)
+{
+	return object_copied(obj, nkeys, keys, vals, true);
 }
 
 /* See jsonb_util.h. */

@@ -69,6 +69,14 @@ extern JsonbValue *jb_object_edit(JsonbContainer *obj, int npath, const char *co
 extern Jsonb *jb_object_replaced(JsonbContainer *obj, int nkeys, const char *const *keys,
 								 JsonbValue *const *vals);
 
+/*
+ * The object of only the named members of obj (NULL: {}): keys[i] set to
+ * vals[i], or to obj's member when vals[i] is NULL (absent if obj has none),
+ * copying bytes as jb_object_replaced does.  The keys must be distinct.
+ */
+extern Jsonb *jb_object_selected(JsonbContainer *obj, int nkeys, const char *const *keys,
+								 JsonbValue *const *vals);
+
 /* Two containers hold equal JSON. */
 extern bool jb_container_equal(JsonbContainer *a, JsonbContainer *b);
 

@@ -100,6 +100,8 @@ CREATE FUNCTION paidb_test_jsonb_print(value jsonb, skip text[]) RETURNS text
 	AS '$libdir/paidb_test', 'paidb_test_jsonb_print' LANGUAGE C;
 CREATE FUNCTION paidb_test_jsonb_replaced(obj jsonb, keys text[], vals jsonb[]) RETURNS jsonb
 	AS '$libdir/paidb_test', 'paidb_test_jsonb_replaced' LANGUAGE C;
+CREATE FUNCTION paidb_test_jsonb_selected(obj jsonb, keys text[], vals jsonb[]) RETURNS jsonb
+	AS '$libdir/paidb_test', 'paidb_test_jsonb_selected' LANGUAGE C;
 };
 $decl =~ s/'\$libdir\/paidb_test'/'$lib'/g;
 $node->safe_psql('postgres', $decl);
@@ -745,6 +747,21 @@ note 'the watcher parses a watched object without its spec';
 		                                                      FROM unnest(keys, vals) WITH ORDINALITY u(key, val, n) GROUP BY key) last))
 		  FROM (SELECT *, paidb_test_jsonb_replaced(j, keys, vals) AS r FROM c) x}),
 		"$ncomposed|$ncomposed", 'composed objects are what jsonb itself would encode');
+	# a request part keeps only some members (jb_object_selected): the named
+	# members, each the value given or else the object's own, nothing else
+	is($node->safe_psql('postgres', q{
+		WITH o AS (SELECT row_number() OVER () AS i, j FROM print_cases WHERE jsonb_typeof(j) = 'object'),
+		v AS (SELECT row_number() OVER () AS i, j FROM print_cases),
+		c AS (SELECT o.j, k.keys,
+		             ARRAY[CASE WHEN o.i % 2 = 0 THEN NULL ELSE (SELECT j FROM v WHERE v.i = 1 + (o.i * 7) % 400) END,
+		                   NULL,
+		                   CASE WHEN o.i % 3 = 0 THEN (SELECT j FROM v WHERE v.i = 1 + (o.i * 29) % 400) END] AS vals
+		        FROM o, (VALUES ('{spec,m1,status}'::text[]), ('{m2,zz,a}'), ('{metadata,spec,apiVersion}'), ('{k1,m3,nothing}')) k(keys))
+		SELECT count(*), count(*) FILTER (WHERE r = (SELECT coalesce(jsonb_object_agg(key, coalesce(val, j -> key))
+		                                                               FILTER (WHERE val IS NOT NULL OR j ? key), '{}')
+		                                              FROM unnest(keys, vals) u(key, val)))
+		  FROM (SELECT *, paidb_test_jsonb_selected(j, keys, vals) AS r FROM c) x}),
+		"$ncomposed|$ncomposed", 'selected members are what jsonb itself would encode');
 
 	# what is outside the spec is still checked as JSON
 	for my $bad ('{"spec": {"a": 1}, "status": tru}', '{"spec": {"a": 1}} x', '{"spec": {"a": "1}',

@@ -50,6 +50,7 @@ PG_FUNCTION_INFO_V1(paidb_test_k8s_retry_after);
 PG_FUNCTION_INFO_V1(paidb_test_jsonb_without);
 PG_FUNCTION_INFO_V1(paidb_test_jsonb_print);
 PG_FUNCTION_INFO_V1(paidb_test_jsonb_replaced);
+PG_FUNCTION_INFO_V1(paidb_test_jsonb_selected);
 
 /* The session's client */
 static K8sClient *test_client = NULL;
@@ -626,17 +627,10 @@ paidb_test_jsonb_print(PG_FUNCTION_ARGS)
 	PG_RETURN_TEXT_P(cstring_to_text(out.data));
 }
 
-/*
- * paidb_test_jsonb_replaced(obj jsonb, keys text[], vals jsonb[]) returns
- * jsonb: jb_object_replaced (a NULL value removes the key), after checking
- * that its bytes are those of JsonbValueToJsonb(jb_object_replace(...)).
- */
-Datum
-paidb_test_jsonb_replaced(PG_FUNCTION_ARGS)
+/* The keys and values of a (keys text[], vals jsonb[]) pair of arguments. */
+static int
+test_members(ArrayType *karr, ArrayType *varr, const char ***keys_out, JsonbValue ***vals_out)
 {
-	Jsonb	   *obj = PG_ARGISNULL(0) ? NULL : PG_GETARG_JSONB_P(0);
-	ArrayType  *karr = PG_GETARG_ARRAYTYPE_P(1);
-	ArrayType  *varr = PG_GETARG_ARRAYTYPE_P(2);
 	Datum	   *kd,
 			   *vd;
 	bool	   *kn,
@@ -646,8 +640,6 @@ paidb_test_jsonb_replaced(PG_FUNCTION_ARGS)
 				i;
 	const char **keys;
 	JsonbValue **vals;
-	Jsonb	   *fast,
-			   *slow;
 
 	deconstruct_array(karr, TEXTOID, -1, false, TYPALIGN_INT, &kd, &kn, &nk);
 	deconstruct_array(varr, JSONBOID, -1, false, TYPALIGN_INT, &vd, &vn, &nv);
@@ -665,11 +657,71 @@ paidb_test_jsonb_replaced(PG_FUNCTION_ARGS)
 			jb_container_value(vals[i], &DatumGetJsonbP(vd[i])->root);
 		}
 	}
-	fast = jb_object_replaced(obj ? &obj->root : NULL, nk, keys, vals);
-	slow = JsonbValueToJsonb(jb_object_replace(obj ? &obj->root : NULL, nk, keys, vals));
+	*keys_out = keys;
+	*vals_out = vals;
+	return nk;
+}
+
+static void
+same_encoding(const char *what, Jsonb *fast, Jsonb *slow)
+{
 	if (VARSIZE(fast) != VARSIZE(slow) || memcmp(fast, slow, VARSIZE(fast)) != 0)
 		ereport(ERROR,
-				(errmsg("jb_object_replaced wrote other bytes than JsonbValueToJsonb"),
+				(errmsg("%s wrote other bytes than JsonbValueToJsonb", what),
 				 errdetail("%u bytes against %u.", VARSIZE(fast), VARSIZE(slow))));
+}
+
+/*
+ * paidb_test_jsonb_replaced(obj jsonb, keys text[], vals jsonb[]) returns
+ * jsonb: jb_object_replaced (a NULL value removes the key), after checking
+ * that its bytes are those of JsonbValueToJsonb(jb_object_replace(...)).
+ */
+Datum
+paidb_test_jsonb_replaced(PG_FUNCTION_ARGS)
+{
+	Jsonb	   *obj = PG_ARGISNULL(0) ? NULL : PG_GETARG_JSONB_P(0);
+	const char **keys;
+	JsonbValue **vals;
+	int			nk = test_members(PG_GETARG_ARRAYTYPE_P(1), PG_GETARG_ARRAYTYPE_P(2), &keys, &vals);
+	Jsonb	   *fast = jb_object_replaced(obj ? &obj->root : NULL, nk, keys, vals);
+
+	same_encoding("jb_object_replaced", fast,
+				  JsonbValueToJsonb(jb_object_replace(obj ? &obj->root : NULL, nk, keys, vals)));
+	PG_RETURN_JSONB_P(fast);
+}
+
+/*
+ * paidb_test_jsonb_selected(obj jsonb, keys text[], vals jsonb[]) returns
+ * jsonb: jb_object_selected (a NULL value takes obj's member), after
+ * checking that its bytes are those jsonb's encoder makes of the members
+ * pushed one by one.
+ */
+Datum
+paidb_test_jsonb_selected(PG_FUNCTION_ARGS)
+{
+	Jsonb	   *obj = PG_ARGISNULL(0) ? NULL : PG_GETARG_JSONB_P(0);
+	const char **keys;
+	JsonbValue **vals;
+	int			nk = test_members(PG_GETARG_ARRAYTYPE_P(1), PG_GETARG_ARRAYTYPE_P(2), &keys, &vals);
+	Jsonb	   *fast = jb_object_selected(obj ? &obj->root : NULL, nk, keys, vals);
+	JsonbParseState *st = NULL;
+	JsonbValue	k,
+				v;
+
+	pushJsonbValue(&st, WJB_BEGIN_OBJECT, NULL);
+	for (int i = 0; i < nk; i++)
+	{
+		JsonbValue *member = vals[i];
+
+		if (member == NULL && obj != NULL && JB_ROOT_IS_OBJECT(obj) &&
+			jb_get_path(&obj->root, &v, 1, &keys[i]))
+			member = &v;
+		if (member == NULL)
+			continue;
+		jb_string_value(&k, keys[i]);
+		pushJsonbValue(&st, WJB_KEY, &k);
+		pushJsonbValue(&st, WJB_VALUE, member);
+	}
+	same_encoding("jb_object_selected", fast, JsonbValueToJsonb(pushJsonbValue(&st, WJB_END_OBJECT, NULL)));
 	PG_RETURN_JSONB_P(fast);
 }
