@@ -16,7 +16,8 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
-use Time::HiRes qw(usleep);
+use lib 'test/t/lib';
+use PaidbTest;
 
 my $node = PostgreSQL::Test::Cluster->new('tag_delete_race');
 $node->init;
@@ -43,23 +44,7 @@ is($node->safe_psql('postgres',
 		q{SELECT string_agg(name, ',' ORDER BY name) FROM paidb.framework WHERE api_server_deleted AND sub_state = 'Completed'}),
 	'deletefirst,retained,tagfirst', 'three completed jobs gone from the API server');
 
-my $timeout = $PostgreSQL::Test::Utils::timeout_default;
-
-# Wait until the backend `pid`, running a statement that reads `what`,
-# waits for a lock or has finished it; returns which.
-sub settled
-{
-	my ($pid, $what) = @_;
-	for (1 .. 10 * $timeout)
-	{
-		my $s = $node->safe_psql('postgres',
-			"SELECT CASE WHEN wait_event_type = 'Lock' THEN 'waits' WHEN state LIKE 'idle%' THEN 'done' END
-			   FROM pg_stat_activity WHERE pid = $pid AND strpos(query, '$what') > 0");
-		return $s if $s ne '';
-		usleep(100_000);
-	}
-	return 'timed out';
-}
+sub settled { return lock_wait_settled($node, @_); }
 
 sub tags_of
 {

@@ -20,7 +20,8 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
-use Time::HiRes qw(usleep);
+use lib 'test/t/lib';
+use PaidbTest;
 
 my $node = PostgreSQL::Test::Cluster->new('placement_locks');
 $node->init;
@@ -35,23 +36,7 @@ SELECT jsonb_build_object('metadata', jsonb_build_object('name', n,
 $$;
 });
 
-my $timeout = $PostgreSQL::Test::Utils::timeout_default;
-
-# Wait until backend `pid`, running a statement that contains `what`, waits
-# for a lock or has finished; returns which.
-sub settled
-{
-	my ($pid, $what) = @_;
-	for (1 .. 10 * $timeout)
-	{
-		my $s = $node->safe_psql('postgres',
-			"SELECT CASE WHEN wait_event_type = 'Lock' THEN 'waits' WHEN state LIKE 'idle%' THEN 'done' END
-			   FROM pg_stat_activity WHERE pid = $pid AND strpos(query, '$what') > 0");
-		return $s if $s ne '';
-		usleep(100_000);
-	}
-	return 'timed out';
-}
+sub settled { return lock_wait_settled($node, @_); }
 
 sub jobs_named
 {

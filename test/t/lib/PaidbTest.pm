@@ -34,7 +34,7 @@ use Time::HiRes qw(time usleep);
 use Time::Local qw(timegm);
 
 our @EXPORT = qw(job_name job_request bare_framework submit try_submit query poll col
-  wait_until wait_log fw_path fake_framework fake_object fake_creates
+  wait_until lock_wait_settled wait_log fw_path fake_framework fake_object fake_creates
   fake_create_attempts fake_counter fake_requests fake_request_times
   fake_watches fake_delete_directly sql_json
   install_state_log state_log_sql state_path worker_pid wait_for_workers log_since
@@ -382,6 +382,23 @@ sub wait_until
 		return 0 if time() > $deadline;
 		usleep($STEP * 1_000_000);
 	}
+}
+
+# Wait until backend $pid, running a statement that contains $what, waits
+# for a lock ('waits') or has finished it ('done'); 'timed out' after $secs.
+sub lock_wait_settled
+{
+	my ($node, $pid, $what, $secs) = @_;
+	my $deadline = time() + ($secs // $WAIT);
+	while (time() < $deadline)
+	{
+		my $s = $node->safe_psql('postgres',
+			"SELECT CASE WHEN wait_event_type = 'Lock' THEN 'waits' WHEN state LIKE 'idle%' THEN 'done' END
+			   FROM pg_stat_activity WHERE pid = $pid AND strpos(query, '$what') > 0");
+		return $s if $s ne '';
+		usleep(100_000);
+	}
+	return 'timed out';
 }
 
 # Wait until the server log from byte $offset on matches $re (true if it did).
