@@ -82,6 +82,13 @@ def put(target, name, data):
         f.write(data if isinstance(data, bytes) else data.encode())
 
 
+def packed_seed(tag, text):
+    """A packed target's input: a mode byte and four damage bytes (from the
+    tag, so every mode and some damage occur), then the snapshot."""
+    h = bytes.fromhex(tag)
+    return bytes([h[0] & 7, h[1], h[2], h[3] | 1, h[4] & 15]) + text.encode()
+
+
 def raw_get(kf, path, timeout=10):
     """The body bytes of a GET, chunked transfer decoded (as curl gives them)."""
     conn = http.client.HTTPConnection('127.0.0.1', kf.port, timeout=timeout)
@@ -162,6 +169,7 @@ def main():
             seen.add(key)
             tag = hashlib.md5(compact(obj).encode()).hexdigest()[:10]
             put('snapshot', tag, compact(obj))
+            put('packed', tag, packed_seed(tag, compact(obj)))
             put('watch_event', tag, compact(e))
             if len(seen) <= 8:
                 put('json_text', tag, json.dumps(obj, indent=1))

@@ -27,6 +27,13 @@
  *	 list_stream   one byte (chunking seed) + LIST body bytes; both check
  *				   that the events/items, metadata and verdict do not depend
  *				   on how the bytes were cut into chunks
+ *	 json_text     JSON text; paidb's parses build what PostgreSQL's build
+ *	 packed		   one mode byte, four damage bytes, then a snapshot as JSON:
+ *				   packs it (format 1 or 2, with or without the job config
+ *				   left out) and checks that it unpacks to the same jsonb;
+ *				   then damages the packed bytes (one byte changed at a
+ *				   position, the value cut short) and unpacks them: an
+ *				   ERROR (XX001) or a jsonb, never a crash
  */
 #include "postgres.h"
 
@@ -52,6 +59,7 @@
 #include "k8s_watch.h"
 #include "merge_patch.h"
 #include "snapshot.h"
+#include "snapshot_pack.h"
 #include "write_merger.h"
 
 extern int	LLVMFuzzerRunDriver(int *argc, char ***argv,
@@ -550,6 +558,65 @@ fuzz_one(const uint8_t *data, size_t size)
 }
 
 /*
+ * packed: mode byte (bit 0: as a job row, format 2 unless completed; bit
+ * 1: the snapshot's config annotation set to a job config the row holds;
+ * bit 2: damage), damage bytes (position 2 bytes, xor 1 byte, bytes cut 1
+ * byte), then the snapshot's JSON text.
+ */
+static void
+fuzz_packed(const uint8_t *data, size_t size)
+{
+	Jsonb	   *snapshot;
+	text	   *config = NULL;
+	bytea	   *packed;
+	Jsonb	   *volatile back = NULL;
+	uint8_t		mode;
+	size_t		len,
+				pos;
+
+	if (size < 5)
+		return;
+	mode = data[0];
+	snapshot = fuzz_jsonb((const char *) data + 5, size - 5);
+	if (mode & 2)
+	{
+		/* jsonb_set: where metadata.annotations exists (a decoy elsewhere stays) */
+		Datum		path[3] = {CStringGetTextDatum("metadata"), CStringGetTextDatum("annotations"),
+		CStringGetTextDatum("config")};
+		const char *yaml = "\"protocolVersion: 2\\nname: fuzz\\n\"";
+
+		config = cstring_to_text("protocolVersion: 2\nname: fuzz\n");
+		if (JB_ROOT_IS_OBJECT(snapshot))
+			snapshot = DatumGetJsonbP(DirectFunctionCall4(jsonb_set, JsonbPGetDatum(snapshot),
+														  PointerGetDatum(construct_array(path, 3, TEXTOID, -1, false, TYPALIGN_INT)),
+														  JsonbPGetDatum(fuzz_jsonb(yaml, strlen(yaml))),
+														  BoolGetDatum(true)));
+	}
+	packed = paidb_pack_snapshot(snapshot, config, (mode & 1) != 0);
+	/* what was packed must unpack: an ERROR here is a finding */
+	PG_TRY();
+	{
+		back = paidb_unpack_snapshot(packed, config);
+	}
+	PG_CATCH();
+	{
+		fuzz_fail("a packed snapshot cannot be unpacked");
+	}
+	PG_END_TRY();
+	if (!fuzz_jsonb_equal(back, snapshot))
+		fuzz_fail("a packed snapshot unpacks to another jsonb");
+	if (!(mode & 4))
+		return;
+	len = VARSIZE_ANY_EXHDR(packed);
+	pos = ((size_t) data[1] << 8 | data[2]) % (len + 1);
+	if (pos < len)
+		((uint8_t *) VARDATA_ANY(packed))[pos] ^= data[3];
+	len -= Min(len, (size_t) data[4]);
+	SET_VARSIZE(packed, VARHDRSZ + len);
+	(void) paidb_unpack_snapshot(packed, config);
+}
+
+/*
  * paidb_fuzz_run(target text, args text[]) — run libFuzzer on one target;
  * args are libFuzzer's command line (flags, corpus directories).  Does not
  * return: libFuzzer ends the process (exit status 0 when nothing was found).
@@ -577,6 +644,7 @@ paidb_fuzz_run(PG_FUNCTION_ARGS)
 		{"watch_stream", fuzz_watch_stream},
 		{"list_stream", fuzz_list_stream},
 		{"json_text", fuzz_json_text},
+		{"packed", fuzz_packed},
 	};
 
 	for (i = 0; i < (int) lengthof(targets); i++)

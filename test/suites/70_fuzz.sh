@@ -14,7 +14,7 @@
 # executions per second and coverage (cov: edges, ft: features).
 
 fuzz_seconds=${PAIDB_FUZZ_SECONDS:-20}
-fuzz_targets=${PAIDB_FUZZ_TARGETS:-merge_patch snapshot job_config watch_event watch_stream list_stream json_text}
+fuzz_targets=${PAIDB_FUZZ_TARGETS:-merge_patch snapshot job_config watch_event watch_stream list_stream json_text packed}
 fuzz_root=${PAIDB_FUZZ_PG_ROOT:-$WORK/fuzz-pg}
 fuzz_bin=$fuzz_root/usr/lib/postgresql/15/bin
 fuzz_tree=$WORK/fuzz-build
