@@ -2,7 +2,7 @@
 #ifndef PAIDB_SNAPSHOT_DICT_H
 #define PAIDB_SNAPSHOT_DICT_H
 
-/* The preset dictionary of packed snapshot format 1 (8056 bytes). */
+/* The preset dictionary of packed snapshot formats 1 and 2 (8056 bytes). */
 static const char paidb_snapshot_dict_v1[] =
 	"{\"kind\": \"Framework\", \"spec\": {\"taskRoles\": [{\"name\": \"\", \"task\": {\"pod\""
 	": {\"spec\": {\"volumes\": [{\"name\": \"dshm\", \"emptyDir\": {\"medium\": \"Memory\""
