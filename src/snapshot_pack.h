@@ -19,8 +19,8 @@
 /*
  * Pack a snapshot; job_config (may be NULL) is the row's job_config.
  * as_job_row: as a job row stores it (format 2 until the framework has
- * completed, its row then rewritten at nearly every status change);
- * otherwise format 1 (history rows, written once).
+ * completed, its row then rewritten at nearly every status change, unless
+ * its text is over 16 kB); otherwise format 1 (history rows, written once).
  */
 extern bytea *paidb_pack_snapshot(Jsonb *snapshot, text *job_config, bool as_job_row);
 

@@ -148,7 +148,9 @@ BEGIN
             ('text, uncompressed', 'text', 'pglz', 'EXTERNAL', 'paidb.snapshot(framework)::text'),
             ('text, lz4', 'text', 'lz4', 'EXTENDED', 'paidb.snapshot(framework)::text'),
             ('text, pglz (OpenPAI)', 'text', 'pglz', 'EXTENDED', 'paidb.snapshot(framework)::text'),
-            ('packed (paidb 0.3: zstd, dictionary, no config)', 'bytea', 'pglz', 'EXTERNAL', 'snapshot_packed'),
+            ('packed (paidb 0.3: zstd, dictionary, no config)', 'bytea', 'pglz', 'EXTERNAL', 'paidb.pack_snapshot(paidb.snapshot(framework), job_config)'),
+            ('packed as a live job''s row (lz4, dictionary, no config)', 'bytea', 'pglz', 'EXTERNAL',
+             'paidb.pack_snapshot(jsonb_set(paidb.snapshot(framework), ''{status,state}'', ''"AttemptRunning"''), job_config, true)'),
             ('packed with the config', 'bytea', 'pglz', 'EXTERNAL', 'paidb.pack_snapshot(paidb.snapshot(framework))'))
          v(label, typ, comp, storage, expr)
     LOOP

@@ -6,7 +6,7 @@ CREATE EXTENSION IF NOT EXISTS pgtap;
 DROP EXTENSION IF EXISTS paidb CASCADE;
 CREATE EXTENSION paidb CASCADE;
 \i test/bench/plpgsql_merge_patch.sql
-SELECT plan(27);
+SELECT plan(28);
 
 -- A random JSON value: objects over a small key set (so patches hit
 -- existing keys), arrays, scalars, and nulls in patches.
@@ -170,6 +170,14 @@ SELECT is((SELECT count(*)::int FROM packs
                OR paidb.unpack_snapshot(paidb.pack_snapshot(d || '{"status": {"state": "Completed"}}', c, true), c)
                   IS DISTINCT FROM d || '{"status": {"state": "Completed"}}'), 0,
           'a completed framework''s row, and history, are packed in format 1');
+-- a live job's large snapshot (a 1,000-task job's): format 1, which keeps half the bytes
+SELECT is((SELECT count(*)::int FROM packs,
+                  LATERAL (SELECT d || jsonb_build_object('status', jsonb_build_object('state', 'AttemptRunning',
+                             'tasks', (SELECT jsonb_agg(jsonb_build_object('index', t, 'state', 'TaskAttemptRunning'))
+                                         FROM generate_series(1, 400) t))) AS big) b
+            WHERE i <= 20 AND (get_byte(paidb.pack_snapshot(big, c, true), 0) <> 1
+                               OR paidb.unpack_snapshot(paidb.pack_snapshot(big, c, true), c) IS DISTINCT FROM big)), 0,
+          'a job row whose text is over 16 kB is packed in format 1 while it lives');
 SELECT throws_ok($$SELECT paidb.unpack_snapshot(substr(paidb.pack_snapshot(d, NULL, true), 1, 5)) FROM packs WHERE i = 1$$,
                  'XX001', NULL, 'format 2 shorter than its length field is refused as corrupted');
 SELECT throws_ok($$SELECT paidb.unpack_snapshot(substr(paidb.pack_snapshot(d, NULL, true), 1, 40)) FROM packs WHERE i = 1$$,
