@@ -7,9 +7,9 @@
  * every OpenPAI framework carries takes ~0.6 KB without the job config,
  * which the row holds anyway.  Two formats, one dictionary:
  *
- *   1  zstd level 3: ~360 bytes a typical snapshot.  Rows written once and
- *      read (completed jobs, history) are stored this way.
- *   2  lz4 with the same dictionary: ~480 bytes, but ~9 us to compress where
+ *   1  zstd level 3: 360-560 bytes a typical snapshot.  Rows written once
+ *      and read (completed jobs, history) are stored this way.
+ *   2  lz4 with the same dictionary: ~1.5 times that, but ~9 us to compress where
  *      zstd takes ~30 us in a busy backend (its hash tables and code are
  *      cold at every call; lz4 copies one 16 KB table).  A job row is stored
  *      this way until its framework completes, if its text is at most 16 kB:
@@ -365,9 +365,7 @@ pack(Jsonb *snapshot, text *job_config, bool fast)
 	len = strlen(json);
 	fast = fast && len <= PACK_FAST_MAX_TEXT;
 	if (fast)
-	{
 		bound = PACK_LENGTH_BYTES + LZ4_compressBound((int) len);
-	}
 	else
 		bound = ZSTD_compressBound(len);
 	if (bound > MaxAllocSize - VARHDRSZ - PACK_HEADER_BYTES)
