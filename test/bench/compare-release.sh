@@ -256,6 +256,95 @@ if [ -n "$KW" ]; then
 fi
 stop_servers
 
+# ------------------------------------------------------------------ instructions
+# The same calls counted in instructions instead of time (issue 19): the
+# time figures above spread by 20-80% on a shared machine, instruction
+# counts do not.  Each build's postgres runs in single-user mode under
+# callgrind (one backend, nothing else on it), counting what it executes
+# from each statement's start to its commit (PortalRun and
+# CommitTransactionCommand).  Per call: the difference between a run of
+# INSN_CALLS + 50 calls and a run of 50, each on a copy of the same data
+# directory, which cancels what a session does once (plans, caches).  The
+# counts leave out what only concurrency costs (lock waits, the MultiXacts
+# of a shared cluster row, WAL insertion contention) and I/O; the time
+# figures above keep them.  Figures: calls per 10^9 instructions.
+INSN_CALLS=${BENCH_INSN_CALLS:-200}
+command -v valgrind >/dev/null 2>&1 || paidb_install_debs valgrind >/dev/null || true
+# insn_event_sql STATE: one status event for the next job of bench.insn_job
+# (each call a different one of the 800), as one line (single-user mode
+# ends a statement at a newline)
+insn_event_sql() {
+    bench_event_sql | sed -e '/^\\set/d' -e "s/'w' || ((:client_id % 8) \* 100 + :j)/'w' || (s.n % 800 + 1)/" \
+        -e "s/'state', 'AttemptRunning'/'state', '$1'/" -e '$ s/;$/ FROM (SELECT nextval('"'"'bench.insn_job'"'"') AS n) s;/' | tr '\n' ' '
+    echo
+}
+# insn_datadir BUILD VARIANT: a stopped data directory with the bench set-up
+# and every job running (VARIANT kw: the release's keyword indexes made)
+insn_datadir() {
+    PORTS[$1]=""
+    use_build "$1"
+    PORTS[$1]=$(paidb_free_port)
+    paidb_start_pg "$W/insn-$1$2" "${PORTS[$1]}" || return 1
+    use_build "$1"
+    { psql -X -q -v ON_ERROR_STOP=1 -c "CREATE EXTENSION paidb CASCADE" -f "$ROOT/test/bench/fixtures.sql" &&
+      bench_event_setup_sql | psql -X -q -v ON_ERROR_STOP=1 &&
+      q "CREATE SEQUENCE bench.insn_job START 0 MINVALUE 0" &&
+      for _ in $(seq 800); do cat "$W/insn-event-AttemptRunning.sql"; done | psql -X -q -v ON_ERROR_STOP=1 &&
+      q "SELECT setval('bench.insn_job', 0, false)" && q "VACUUM ANALYZE" && q CHECKPOINT; } >/dev/null || return 1
+    if [ "$2" = kw ]; then make_keyword_indexes || return 1; fi
+    paidb_stop_pg "$W/insn-$1$2"
+}
+# insn_count BUILD VARIANT SCRIPT CALLS: instructions of CALLS calls
+insn_count() {
+    local d=$W/insn-run
+    rm -rf "$d"; cp -a "$W/insn-$1$2" "$d" || return 1
+    for _ in $(seq "$4"); do cat "$W/insn-$3.sql"; done > "$W/insn-in.sql"
+    chmod 644 "$W/insn-in.sql"
+    su postgres -c "valgrind --tool=callgrind --callgrind-out-file='$W/insn.cg' --collect-atstart=no \
+        --toggle-collect=PortalRun --toggle-collect=CommitTransactionCommand \
+        '$PG_BIN/postgres' --single -D '$d' -c synchronous_commit=off postgres < '$W/insn-in.sql' > '$W/insn.out' 2> '$W/insn.err'" ||
+        { echo "compare: callgrind of ${LABEL[$1]} ($3) failed" >&2; tail -5 "$W/insn.err" >&2; return 1; }
+    grep -q "ERROR" "$W/insn.out" "$W/insn.err" && { echo "compare: ${LABEL[$1]} ($3): $(grep -m1 ERROR "$W/insn.out" "$W/insn.err")" >&2; return 1; }
+    awk '/^totals:/ {print $2}' "$W/insn.cg"
+}
+if command -v valgrind >/dev/null 2>&1; then
+    bench_put_sql > "$W/insn-put.sql"
+    insn_event_sql AttemptRunning > "$W/insn-event-AttemptRunning.sql"
+    cp "$W/insn-event-AttemptRunning.sql" "$W/insn-status.sql"
+    insn_event_sql AttemptPreparing > "$W/insn-state.sql"
+    chmod 644 "$W"/insn-*.sql
+    FIGURES+=(insn_put insn_status insn_state)
+    NAME[insn_put]="put_framework_request calls per 10^9 instructions (callgrind, one backend)"
+    NAME[insn_status]="apply_watch_event status updates per 10^9 instructions (job running already)"
+    NAME[insn_state]="apply_watch_event state changes per 10^9 instructions (running -> waiting)"
+    variants=("")
+    if [ -n "$KW" ]; then
+        variants+=(kw)
+        FIGURES+=(insn_put_kw insn_status_kw insn_state_kw)
+        NAME[insn_put_kw]="  submissions as above, ${RELEASE_LABEL} with its keyword indexes"
+        NAME[insn_status_kw]="  status updates as above, ${RELEASE_LABEL} with its keyword indexes"
+        NAME[insn_state_kw]="  state changes as above, ${RELEASE_LABEL} with its keyword indexes"
+    fi
+    for v in "${variants[@]}"; do
+        for b in "${BUILDS[@]}"; do
+            # this tree always has the keyword indexes: its kw runs are its plain ones
+            if [ "$v" = kw ] && [ "$b" = new ]; then
+                for s in put status state; do record "insn_${s}_kw" new "$(tr ' ' '\n' <<<"${R[insn_$s,new]}" | median)"; done
+                continue
+            fi
+            insn_datadir "$b" "$v" || exit 1
+            for s in put status state; do
+                short=$(insn_count "$b" "$v" "$s" 50) && long=$(insn_count "$b" "$v" "$s" $((INSN_CALLS + 50))) || exit 1
+                record "insn_$s${v:+_$v}" "$b" "$(awk -v a="$short" -v b="$long" -v n="$INSN_CALLS" 'BEGIN {printf "%.0f", (b > a) ? 1e9 * n / (b - a) : 0}')"
+                echo "instructions per call, ${LABEL[$b]}${v:+ with keyword indexes}, $s: $(awk -v a="$short" -v b="$long" -v n="$INSN_CALLS" 'BEGIN {printf "%.0f", (b - a) / n}')"
+            done
+            rm -rf "$W/insn-$b$v" "$W/insn-run"
+        done
+    done
+else
+    echo "compare: valgrind is not installed: no instruction counts"
+fi
+
 # ------------------------------------------------------------------ end to end
 # Both builds preloaded, each against its own kube-fake (this tree's fake,
 # without its simulated controller), fsync off as in stress.sh; one build at

@@ -18,10 +18,10 @@ PAIDB_DEBS="postgresql-15 postgresql-server-dev-15 postgresql-contrib libcurl4-o
 libjson-c-dev zlib1g-dev libyaml-dev libzstd-dev liblz4-dev pkg-config make gcc postgresql-15-pgtap \
 libtap-parser-sourcehandler-pgtap-perl libipc-run-perl python3 openssl curl sqlsmith zstd"
 
-# Install the Debian packages paidb and its tests need (only what is missing).
-paidb_install_packages() {
+# Install Debian packages (only those missing): paidb_install_debs PACKAGE...
+paidb_install_debs() {
     local missing=() p
-    for p in $PAIDB_DEBS; do
+    for p in "$@"; do
         dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
     done
     export DEBIAN_FRONTEND=noninteractive
@@ -30,6 +30,11 @@ paidb_install_packages() {
         apt-get update -qq && apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null \
             || { echo "apt-get install failed" >&2; return 1; }
     fi
+}
+
+# Install the Debian packages paidb and its tests need (only what is missing).
+paidb_install_packages() {
+    paidb_install_debs $PAIDB_DEBS || return 1
     # kubectl: the machine's own if present, else Debian's kubernetes-client;
     # only the fake's kubectl tests need it, and they fail without it.
     if ! command -v kubectl >/dev/null 2>&1; then
