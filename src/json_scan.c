@@ -31,6 +31,13 @@
 
 #include "json_scan.h"
 
+/* See json_scan.h. */
+const bool	json_string_special[256] = {
+	1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+	1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+	['"'] = 1,['\\'] = 1
+};
+
 /*
  * Deeper text is left to PostgreSQL's parser: its stack-depth check, not
  * ours, decides when nesting is too deep.
@@ -147,16 +154,16 @@ scan_string(Scan *s, bool build, const char **out, uint32 *outlen)
 	{
 		unsigned char c = (unsigned char) *q;
 
+		if (!json_string_special[c])
+			continue;
 		if (c == '"')
 			break;
 		if (c < 0x20)
 			return false;
-		if (c == '\\')
-		{
-			escaped = true;
-			if (++q >= s->end || *q == 'u')
-				return false;
-		}
+		/* a backslash */
+		escaped = true;
+		if (++q >= s->end || *q == 'u')
+			return false;
 	}
 	if (q >= s->end)
 		return false;

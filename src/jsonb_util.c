@@ -957,20 +957,43 @@ jb_from_text_without(const char *text, int len, const char *top_key)
  * spacing, escapes and numbers), which test/t/010_k8s_client.pl compares.
  */
 
+/* Append n (a few) bytes; appendBinaryStringInfo is a call per separator. */
+static inline void
+jb_put(StringInfo out, const char *bytes, int n)
+{
+	if (out->len + n >= out->maxlen)
+		enlargeStringInfo(out, n);
+	memcpy(out->data + out->len, bytes, n);
+	out->len += n;
+	out->data[out->len] = '\0';
+}
+
 /* A string as escape_json writes it. */
 static void
 jb_print_string(StringInfo out, const char *s, int len)
 {
 	int			start = 0;
-	int			i;
+	int			i = 0;
 
-	enlargeStringInfo(out, len + 2);
-	appendStringInfoCharMacro(out, '"');
-	for (i = 0; i < len; i++)
+	/* most strings (names, keys, values) need no escape: one copy */
+	while (i < len && !json_string_special[(unsigned char) s[i]])
+		i++;
+	if (out->len + len + 2 >= out->maxlen)
+		enlargeStringInfo(out, len + 2);
+	out->data[out->len++] = '"';
+	if (i == len)
+	{
+		memcpy(out->data + out->len, s, len);
+		out->len += len;
+		out->data[out->len++] = '"';
+		out->data[out->len] = '\0';
+		return;
+	}
+	for (; i < len; i++)
 	{
 		unsigned char c = (unsigned char) s[i];
 
-		if (c >= 0x20 && c != '"' && c != '\\')
+		if (!json_string_special[c])
 			continue;
 		appendBinaryStringInfo(out, s + start, i - start);
 		start = i + 1;
@@ -1078,12 +1101,12 @@ jb_print_container(StringInfo out, JsonbContainer *jc, int nskip, const char *co
 			}
 		}
 		if (!first)
-			appendBinaryStringInfo(out, ", ", 2);
+			jb_put(out, ", ", 2);
 		first = false;
 		if (object)
 		{
 			jb_print_string(out, base + key_start, (int) (key_end - key_start));
-			appendBinaryStringInfo(out, ": ", 2);
+			jb_put(out, ": ", 2);
 		}
 		jb_print_entry(out, value, base, value_start, value_end, child_nskip,
 					   child_nskip > 0 ? skip + 1 : NULL);
