@@ -13,6 +13,7 @@
 #include "catalog/pg_type.h"
 #include "executor/tuptable.h"
 #include "utils/builtins.h"
+#include "utils/datum.h"
 #include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
@@ -97,18 +98,15 @@ paidb_pkey_lookup(Oid relid, const char *key, Snapshot snapshot,
 	return found;
 }
 
-bool
-paidb_pkey_lock(Oid relid, const char *key, LockTupleMode mode,
-				int ncolumns, const char *const *columns, char **values)
+/*
+ * Find and lock the row with the key into slot, as SELECT ... FOR <mode>
+ * in a statement of its own would (see paidb_pkey_lock).
+ */
+static bool
+lock_by_key(Relation heap, Relation index, const char *key, LockTupleMode mode, TupleTableSlot *slot)
 {
-	Relation	index;
-	Relation	heap;
-	TupleTableSlot *slot;
 	bool		found;
 
-	/* RowShareLock on the table, as FOR ... in a statement takes */
-	heap = open_with_key(relid, RowShareLock, &index);
-	slot = table_slot_create(heap, NULL);
 	/* the snapshot a statement of its own would run with */
 	PushActiveSnapshot(GetTransactionSnapshot());
 	found = find_by_key(heap, index, key, GetActiveSnapshot(), slot);
@@ -152,6 +150,19 @@ paidb_pkey_lock(Oid relid, const char *key, LockTupleMode mode,
 		}
 	}
 	PopActiveSnapshot();
+	return found;
+}
+
+bool
+paidb_pkey_lock(Oid relid, const char *key, LockTupleMode mode,
+				int ncolumns, const char *const *columns, char **values)
+{
+	Relation	index;
+	/* RowShareLock on the table, as FOR ... in a statement takes */
+	Relation	heap = open_with_key(relid, RowShareLock, &index);
+	TupleTableSlot *slot = table_slot_create(heap, NULL);
+	bool		found = lock_by_key(heap, index, key, mode, slot);
+
 	if (found)
 	{
 		TupleDesc	desc = RelationGetDescr(heap);
@@ -171,6 +182,35 @@ paidb_pkey_lock(Oid relid, const char *key, LockTupleMode mode,
 			}
 			getTypeOutputInfo(TupleDescAttr(desc, attnum - 1)->atttypid, &out, &varlena);
 			values[i] = OidOutputFunctionCall(out, d);
+		}
+	}
+	ExecDropSingleTupleTableSlot(slot);
+	index_close(index, NoLock);
+	table_close(heap, NoLock);
+	return found;
+}
+
+bool
+paidb_pkey_lock_datums(Oid relid, const char *key, LockTupleMode mode,
+					   int ncolumns, const char *const *columns, Datum *values, bool *isnull)
+{
+	Relation	index;
+	Relation	heap = open_with_key(relid, RowShareLock, &index);
+	TupleTableSlot *slot = table_slot_create(heap, NULL);
+	bool		found = lock_by_key(heap, index, key, mode, slot);
+
+	if (found)
+	{
+		TupleDesc	desc = RelationGetDescr(heap);
+
+		for (int i = 0; i < ncolumns; i++)
+		{
+			AttrNumber	attnum = column_attnum(heap, columns[i]);
+			Form_pg_attribute att = TupleDescAttr(desc, attnum - 1);
+			Datum		d = slot_getattr(slot, attnum, &isnull[i]);
+
+			/* copied: the slot's values point into a buffer released below */
+			values[i] = isnull[i] ? (Datum) 0 : datumCopy(d, att->attbyval, att->attlen);
 		}
 	}
 	ExecDropSingleTupleTableSlot(slot);

@@ -32,4 +32,13 @@ extern bool paidb_pkey_lookup(Oid relid, const char *key, Snapshot snapshot,
 extern bool paidb_pkey_lock(Oid relid, const char *key, LockTupleMode mode,
 							int ncolumns, const char *const *columns, char **values);
 
+/*
+ * paidb_pkey_lock, with the columns' values as datums copied into the
+ * current memory context (a toasted value stays a pointer to the TOAST
+ * table, as in a statement's result).
+ */
+extern bool paidb_pkey_lock_datums(Oid relid, const char *key, LockTupleMode mode,
+								   int ncolumns, const char *const *columns,
+								   Datum *values, bool *isnull);
+
 #endif							/* PAIDB_PKEY_LOOKUP_H */
