@@ -154,47 +154,11 @@ lock_by_key(Relation heap, Relation index, const char *key, LockTupleMode mode, 
 }
 
 bool
-paidb_pkey_lock(Oid relid, const char *key, LockTupleMode mode,
-				int ncolumns, const char *const *columns, char **values)
-{
-	Relation	index;
-	/* RowShareLock on the table, as FOR ... in a statement takes */
-	Relation	heap = open_with_key(relid, RowShareLock, &index);
-	TupleTableSlot *slot = table_slot_create(heap, NULL);
-	bool		found = lock_by_key(heap, index, key, mode, slot);
-
-	if (found)
-	{
-		TupleDesc	desc = RelationGetDescr(heap);
-
-		for (int i = 0; i < ncolumns; i++)
-		{
-			AttrNumber	attnum = column_attnum(heap, columns[i]);
-			bool		isnull;
-			Datum		d = slot_getattr(slot, attnum, &isnull);
-			Oid			out;
-			bool		varlena;
-
-			if (isnull)
-			{
-				values[i] = NULL;
-				continue;
-			}
-			getTypeOutputInfo(TupleDescAttr(desc, attnum - 1)->atttypid, &out, &varlena);
-			values[i] = OidOutputFunctionCall(out, d);
-		}
-	}
-	ExecDropSingleTupleTableSlot(slot);
-	index_close(index, NoLock);
-	table_close(heap, NoLock);
-	return found;
-}
-
-bool
 paidb_pkey_lock_datums(Oid relid, const char *key, LockTupleMode mode,
 					   int ncolumns, const char *const *columns, Datum *values, bool *isnull)
 {
 	Relation	index;
+	/* RowShareLock on the table, as FOR ... in a statement takes */
 	Relation	heap = open_with_key(relid, RowShareLock, &index);
 	TupleTableSlot *slot = table_slot_create(heap, NULL);
 	bool		found = lock_by_key(heap, index, key, mode, slot);
@@ -217,4 +181,27 @@ paidb_pkey_lock_datums(Oid relid, const char *key, LockTupleMode mode,
 	index_close(index, NoLock);
 	table_close(heap, NoLock);
 	return found;
+}
+
+bool
+paidb_pkey_lock(Oid relid, const char *key, LockTupleMode mode,
+				int ncolumns, const char *const *columns, char **values)
+{
+	Datum	   *d = palloc(sizeof(Datum) * ncolumns);
+	bool	   *isnull = palloc(sizeof(bool) * ncolumns);
+
+	if (!paidb_pkey_lock_datums(relid, key, mode, ncolumns, columns, d, isnull))
+		return false;
+	for (int i = 0; i < ncolumns; i++)
+	{
+		Oid			out;
+		bool		varlena;
+
+		values[i] = NULL;
+		if (isnull[i])
+			continue;
+		getTypeOutputInfo(get_atttype(relid, get_attnum(relid, columns[i])), &out, &varlena);
+		values[i] = OidOutputFunctionCall(out, d[i]);
+	}
+	return true;
 }
