@@ -100,7 +100,7 @@ paidb_pkey_lookup(Oid relid, const char *key, Snapshot snapshot,
 
 /*
  * Find and lock the row with the key into slot, as SELECT ... FOR <mode>
- * in a statement of its own would (see paidb_pkey_lock).
+ * in a statement of its own would (see paidb_pkey_lock_datums in pkey_lookup.h).
  */
 static bool
 lock_by_key(Relation heap, Relation index, const char *key, LockTupleMode mode, TupleTableSlot *slot)
@@ -181,27 +181,4 @@ paidb_pkey_lock_datums(Oid relid, const char *key, LockTupleMode mode,
 	index_close(index, NoLock);
 	table_close(heap, NoLock);
 	return found;
-}
-
-bool
-paidb_pkey_lock(Oid relid, const char *key, LockTupleMode mode,
-				int ncolumns, const char *const *columns, char **values)
-{
-	Datum	   *d = palloc(sizeof(Datum) * ncolumns);
-	bool	   *isnull = palloc(sizeof(bool) * ncolumns);
-
-	if (!paidb_pkey_lock_datums(relid, key, mode, ncolumns, columns, d, isnull))
-		return false;
-	for (int i = 0; i < ncolumns; i++)
-	{
-		Oid			out;
-		bool		varlena;
-
-		values[i] = NULL;
-		if (isnull[i])
-			continue;
-		getTypeOutputInfo(get_atttype(relid, get_attnum(relid, columns[i])), &out, &varlena);
-		values[i] = OidOutputFunctionCall(out, d[i]);
-	}
-	return true;
 }

@@ -26,16 +26,9 @@ extern bool paidb_pkey_lookup(Oid relid, const char *key, Snapshot snapshot,
  * waiting for a conflicting lock, and in READ COMMITTED the latest version
  * of a row updated meanwhile (not found if it was deleted, or its key
  * changed); under REPEATABLE READ and SERIALIZABLE a concurrent update is a
- * serialization failure.  If found, values[i] gets the text form of column
- * columns[i] (NULL for SQL NULL), palloc'd.
- */
-extern bool paidb_pkey_lock(Oid relid, const char *key, LockTupleMode mode,
-							int ncolumns, const char *const *columns, char **values);
-
-/*
- * paidb_pkey_lock, with the columns' values as datums copied into the
- * current memory context (a toasted value stays a pointer to the TOAST
- * table, as in a statement's result).
+ * serialization failure.  If found, values[i] and isnull[i] get column
+ * columns[i], copied into the current memory context (a toasted value
+ * stays a pointer to the TOAST table, as in a statement's result).
  */
 extern bool paidb_pkey_lock_datums(Oid relid, const char *key, LockTupleMode mode,
 								   int ncolumns, const char *const *columns,

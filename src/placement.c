@@ -83,19 +83,23 @@ lock_cluster(const char *name, PaidbClusterConfig *conf, char **state)
 {
 	static const char *const columns[] = {"name", "api_server", "namespace", "token_file", "ca_file",
 	"retain_mode", "state"};
-	char	   *v[lengthof(columns)];
+	Datum		v[lengthof(columns)];
+	bool		isnull[lengthof(columns)];
+	char	   *const fields[] = {conf->name, conf->api_server, conf->namespace, conf->token_file,
+	conf->ca_file};
+	const size_t sizes[] = {sizeof(conf->name), sizeof(conf->api_server), sizeof(conf->namespace),
+	sizeof(conf->token_file), sizeof(conf->ca_file)};
 	Oid			clusters = RangeVarGetRelid(makeRangeVar("paidb", "cluster", -1), NoLock, false);
 
-	if (!paidb_pkey_lock(clusters, name, LockTupleKeyShare, lengthof(columns), columns, v))
+	/* the columns as datums: text and boolean, read without output functions */
+	if (!paidb_pkey_lock_datums(clusters, name, LockTupleKeyShare, lengthof(columns), columns, v, isnull))
 		return false;
 	memset(conf, 0, sizeof(*conf));
-	strlcpy(conf->name, v[0] ? v[0] : "", sizeof(conf->name));
-	strlcpy(conf->api_server, v[1] ? v[1] : "", sizeof(conf->api_server));
-	strlcpy(conf->namespace, v[2] ? v[2] : "", sizeof(conf->namespace));
-	strlcpy(conf->token_file, v[3] ? v[3] : "", sizeof(conf->token_file));
-	strlcpy(conf->ca_file, v[4] ? v[4] : "", sizeof(conf->ca_file));
-	conf->retain_mode = v[5] == NULL ? -1 : (strcmp(v[5], "t") == 0 ? 1 : 0);
-	*state = v[6];
+	for (int i = 0; i < (int) lengthof(fields); i++)
+		if (!isnull[i])
+			text_to_cstring_buffer(DatumGetTextPP(v[i]), fields[i], sizes[i]);
+	conf->retain_mode = isnull[5] ? -1 : (DatumGetBool(v[5]) ? 1 : 0);
+	*state = isnull[6] ? NULL : TextDatumGetCString(v[6]);
 	return true;
 }
 
