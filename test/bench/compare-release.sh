@@ -17,6 +17,8 @@
 #   BENCH_RUNS (3)            runs per figure and build
 #   BENCH_SECONDS (8)         seconds per pgbench run
 #   BENCH_E2E_JOBS (20000)    jobs of the end-to-end part (0 skips it)
+#   BENCH_INSN_CALLS (200), BENCH_INSN_EVENTS (2000)
+#                             calls and watch events counted in instructions
 #   BENCH_PERF_DIR            if set: perf record of the sync worker while it
 #                             creates, into DIR/sync-old.data, sync-new.data
 #   BENCH_BEFORE_PG_ROOT, BENCH_AFTER_PG_ROOT
@@ -307,6 +309,59 @@ insn_count() {
     grep -q "ERROR" "$W/insn.out" "$W/insn.err" && { echo "compare: ${LABEL[$1]} ($3): $(grep -m1 ERROR "$W/insn.out" "$W/insn.err")" >&2; return 1; }
     awk '/^totals:/ {print $2}' "$W/insn.cg"
 }
+# insn_ingest BUILD N: instructions of the framework watcher applying N
+# state changes.  The server runs normally while N jobs are submitted and
+# created in a kube-fake, then stops; the fake gives every job a running
+# status, and the server starts again under callgrind (following its
+# forks), so that the watcher resumes its watch with the N events waiting.
+# Prints the watcher's count (the largest of the processes').
+INSN_EVENTS=${BENCH_INSN_EVENTS:-2000}
+insn_ingest() {
+    local b=$1 n=$2 fake_pid url d=$W/insn-ingest f t best=0
+    rm -rf "$d"; mkdir -p "$d/cg"; chown postgres "$d/cg"
+    "$FAKE" --port 0 --port-file "$d/port" --history-size $((n * 3 + 1000)) >"$d/fake.out" 2>&1 &
+    fake_pid=$!
+    PIDS_TO_KILL+=("$fake_pid")
+    for _ in $(seq 300); do [ -s "$d/port" ] && break; sleep 0.1; done
+    [ -s "$d/port" ] || { echo "compare: kube-fake did not start" >&2; return 1; }
+    url="http://127.0.0.1:$(cat "$d/port")"
+    PORTS[$b]=""
+    use_build "$b"
+    PORTS[$b]=$(paidb_free_port)
+    paidb_start_pg "$d/pg" "${PORTS[$b]}" "shared_buffers = '512MB'" "shared_preload_libraries = 'paidb'" \
+        "paidb.k8s_api_server = '$url'" || return 1
+    use_build "$b"
+    psql -X -q -v ON_ERROR_STOP=1 -f "$ROOT/test/bench/fixtures.sql" -c "CREATE EXTENSION paidb CASCADE" \
+        -c "CREATE SEQUENCE bench.e2e_seq" >/dev/null 2>&1 || return 1
+    workers_ready() { [ "$(q "SELECT bool_and(pid IS NOT NULL AND state NOT LIKE 'waiting%') FROM paidb.status()")" = t ]; }
+    poll workers_ready 0.2 60 || { echo "compare: the workers of ${LABEL[$b]} did not start" >&2; return 1; }
+    echo "SELECT 1 FROM paidb.put_framework_request(replace((SELECT t FROM bench.template), '__name__', 's' || nextval('bench.e2e_seq'))::jsonb);" > "$d/submit.sql"
+    chmod 644 "$d/submit.sql"
+    "$PG_BIN/pgbench" -n -c 8 -j 2 -t $((n / 8)) -f "$d/submit.sql" postgres > "$d/pgbench.log" 2>&1 ||
+        { echo "compare: pgbench failed" >&2; cat "$d/pgbench.log" >&2; return 1; }
+    all_synced() { [ "$(q "SELECT count(*) FROM paidb.framework WHERE NOT request_synced")" = 0 ]; }
+    poll all_synced 0.2 300 || { echo "compare: ${LABEL[$b]}: not all synced within 5 minutes" >&2; return 1; }
+    q CHECKPOINT >/dev/null
+    paidb_stop_pg "$d/pg"
+    $HELPER patch-status --url "$url" --prefix s --first 1 --n $((n / 8 * 8)) --procs 4 >/dev/null
+    su postgres -c "valgrind --tool=callgrind --trace-children=yes --callgrind-out-file='$d/cg/cg.%p' \
+        --collect-atstart=no --toggle-collect=apply_items --toggle-collect=k8s_watch_consume \
+        '$PG_BIN/postgres' -D '$d/pg' > '$d/pg.vg.log' 2>&1 &"
+    server_up() { q "SELECT 1" >/dev/null 2>&1; }
+    stop_traced() { su postgres -c "'$PG_BIN/pg_ctl' -D '$d/pg' -m fast -w -t 300 stop" >/dev/null 2>&1; }
+    poll server_up 1 300 || { echo "compare: ${LABEL[$b]} did not start under callgrind" >&2; stop_traced; return 1; }
+    applied() { [ "$(q "SELECT count(*) FROM paidb.framework WHERE state = 'RUNNING'")" -ge $((n / 8 * 8)) ]; }
+    poll applied 1 900 || { echo "compare: ${LABEL[$b]}: the backlog was not applied under callgrind" >&2; stop_traced; return 1; }
+    stop_traced
+    kill "$fake_pid"; wait "$fake_pid" 2>/dev/null
+    for f in "$d"/cg/cg.*; do
+        t=$(awk '/^totals:/ {print $2}' "$f")
+        [ -n "$t" ] && [ "$t" -gt "$best" ] && best=$t
+    done
+    rm -rf "$d"
+    [ "$best" -gt 0 ] || { echo "compare: ${LABEL[$b]}: no instructions counted in the watcher" >&2; return 1; }
+    echo "$best"
+}
 if command -v valgrind >/dev/null 2>&1; then
     bench_put_sql > "$W/insn-put.sql"
     insn_event_sql AttemptRunning > "$W/insn-event-AttemptRunning.sql"
@@ -340,6 +395,18 @@ if command -v valgrind >/dev/null 2>&1; then
             done
             rm -rf "$W/insn-$b$v" "$W/insn-run"
         done
+    done
+    # The framework watcher's ingestion of a backlog of state changes
+    # (waiting -> running), counted in the watcher: everything it executes
+    # applying the batches (apply_items) and cutting the stream into events
+    # (k8s_watch_consume); the batches' commits are left out.  Per event:
+    # the difference between a backlog of 400 + INSN_EVENTS and one of 400.
+    FIGURES+=(insn_ingest)
+    NAME[insn_ingest]="framework watcher events applied per 10^9 instructions (a backlog of state changes)"
+    for b in "${BUILDS[@]}"; do
+        short=$(insn_ingest "$b" 400) && long=$(insn_ingest "$b" $((400 + INSN_EVENTS))) || exit 1
+        record insn_ingest "$b" "$(awk -v a="$short" -v b="$long" -v n="$INSN_EVENTS" 'BEGIN {printf "%.0f", (b > a) ? 1e9 * n / (b - a) : 0}')"
+        echo "instructions per event ingested, ${LABEL[$b]}: $(awk -v a="$short" -v b="$long" -v n="$INSN_EVENTS" 'BEGIN {printf "%.0f", (b - a) / n}')"
     done
 else
     echo "compare: valgrind is not installed: no instruction counts"
