@@ -419,6 +419,7 @@ k8s_framer_feed(K8sFramer *fr, const char *data, size_t len, bool *done, bool *b
 {
 	size_t		p = 0;
 	size_t		seg;
+	size_t		past;
 	size_t		limit = Max(K8S_FRAME_RUNAWAY * k8s_framer_cap(fr), K8S_FRAME_RUNAWAY_MIN);
 
 	*done = false;
@@ -442,12 +443,18 @@ k8s_framer_feed(K8sFramer *fr, const char *data, size_t len, bool *done, bool *b
 		}
 	}
 	seg = p;
+	/*
+	 * The first position of data past the limit, by position in the value,
+	 * so that any chunking gives up at the same byte.  Computed once (fr->nbytes
+	 * grows only after the loop): the loop's stores into *fr made the
+	 * compiler load it again for every byte.
+	 */
+	past = seg + (fr->nbytes <= limit ? limit - fr->nbytes + 1 : 0);
 	while (p < len && !*done)
 	{
 		char		c = data[p];
 
-		/* by position in the value, so that any chunking gives up at the same byte */
-		if (fr->nbytes + (p - seg) > limit)
+		if (p >= past)
 		{
 			fr->runaway = true;
 			*bad = true;
@@ -461,7 +468,7 @@ k8s_framer_feed(K8sFramer *fr, const char *data, size_t len, bool *done, bool *b
 			if (!fr->escape && !fr->string_is_key && nt == NULL)
 			{
 				/* the common case: skip to the next quote or backslash */
-				size_t		stop = Min(len, seg + (limit + 1 - fr->nbytes));
+				size_t		stop = Min(len, past);
 
 				while (p < stop && data[p] != '"' && data[p] != '\\')
 					p++;
@@ -478,7 +485,7 @@ k8s_framer_feed(K8sFramer *fr, const char *data, size_t len, bool *done, bool *b
 				 * framework's text): as the loop below takes it one byte
 				 * at a time, up to the next quote or backslash.
 				 */
-				size_t		stop = Min(len, seg + (limit + 1 - fr->nbytes));
+				size_t		stop = Min(len, past);
 				size_t		run = p;
 
 				while (run < stop && data[run] != '"' && data[run] != '\\')
