@@ -22,16 +22,20 @@
 #include "postgres.h"
 
 #include "access/htup_details.h"
+#include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #include "commands/trigger.h"
 #include "executor/spi.h"
 #include "fmgr.h"
+#include "funcapi.h"
 #include "lib/stringinfo.h"
+#include "nodes/makefuncs.h"
 #include "utils/array.h"
 #include "utils/datum.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
+#include "utils/typcache.h"
 #include "utils/rel.h"
 
 #include "job_list.h"
@@ -71,6 +75,7 @@ static SPIPlanPtr delta_plan = NULL;
 static SPIPlanPtr move_plan = NULL;
 static SPIPlanPtr tag_plan = NULL;
 static SPIPlanPtr update_many_plan = NULL;
+static Oid	summary_rowtype = InvalidOid;	/* paidb.job_summary's, for update_many_plan */
 static SPIPlanPtr delta_many_plan = NULL;
 
 /*
@@ -435,7 +440,54 @@ column_array(int c, Datum *values, bool *nulls, int n)
 											  typlen, typbyval, typalign));
 }
 
-/* The batch statements: every argument an array (inside SPI, once). */
+/*
+ * The held rows as an array of paidb.job_summary's row type.  Its columns
+ * are matched by name: a column that is not one of the summary's stays
+ * NULL, and the update sets none but the summary's.
+ */
+static Datum
+summary_row_array(HeldChanges *h)
+{
+	TupleDesc	desc = lookup_rowtype_tupdesc(summary_rowtype, -1);
+	int			natts = desc->natts;
+	int			where[NSUMMARY];
+	Datum	   *values = palloc(sizeof(Datum) * natts);
+	bool	   *nulls = palloc(sizeof(bool) * natts);
+	Datum	   *rows = palloc(sizeof(Datum) * h->nrows);
+	int16		typlen;
+	bool		typbyval;
+	char		typalign;
+	int			i,
+				r;
+
+	for (i = 0; i < (int) NSUMMARY; i++)
+	{
+		where[i] = SPI_fnumber(desc, summary_columns[i]) - 1;
+		if (where[i] < 0 || TupleDescAttr(desc, where[i])->atttypid != summary_types[i])
+			elog(ERROR, "paidb.job_summary has no column %s of the expected type", summary_columns[i]);
+	}
+	for (r = 0; r < h->nrows; r++)
+	{
+		memset(nulls, true, sizeof(bool) * natts);
+		for (i = 0; i < (int) NSUMMARY; i++)
+		{
+			values[where[i]] = h->values[i][r];
+			nulls[where[i]] = h->nulls[i][r];
+		}
+		rows[r] = HeapTupleGetDatum(heap_form_tuple(desc, values, nulls));
+	}
+	ReleaseTupleDesc(desc);
+	get_typlenbyvalalign(summary_rowtype, &typlen, &typbyval, &typalign);
+	return PointerGetDatum(construct_array(rows, h->nrows, summary_rowtype, typlen, typbyval, typalign));
+}
+
+/*
+ * The batch statements (inside SPI, once).  The job list's update takes its
+ * rows as one array of paidb.job_summary's row type: a ROWS FROM of one
+ * unnest per column (as the count deltas' insert still is) stored every
+ * value of the batch as a tuple of its own before the join, a third of the
+ * statement's cost outside the indexes.
+ */
 static void
 prepare_many_plans(void)
 {
@@ -449,17 +501,12 @@ prepare_many_plans(void)
 	appendStringInfoString(&sql, "UPDATE paidb.job_summary s SET ");
 	for (i = 1; i < (int) NSUMMARY; i++)
 		appendStringInfo(&sql, "%s%s = u.%s", i > 1 ? ", " : "", summary_columns[i], summary_columns[i]);
-	appendStringInfoString(&sql, " FROM ROWS FROM (");
-	for (i = 0; i < (int) NSUMMARY; i++)
-	{
-		types[i] = get_array_type(summary_types[i]);
-		appendStringInfo(&sql, "%spg_catalog.unnest($%d)", i ? ", " : "", i + 1);
-	}
-	appendStringInfoString(&sql, ") AS u(");
-	for (i = 0; i < (int) NSUMMARY; i++)
-		appendStringInfo(&sql, "%s%s", i ? ", " : "", summary_columns[i]);
-	appendStringInfoString(&sql, ") WHERE s.name OPERATOR(pg_catalog.=) u.name");
-	update_many_plan = paidb_prepare_kept(sql.data, NSUMMARY, types);
+	appendStringInfoString(&sql, " FROM pg_catalog.unnest($1) AS u WHERE s.name OPERATOR(pg_catalog.=) u.name");
+	summary_rowtype = get_rel_type_id(RangeVarGetRelid(makeRangeVar("paidb", "job_summary", -1), NoLock, false));
+	types[0] = get_array_type(summary_rowtype);
+	if (!OidIsValid(types[0]))
+		elog(ERROR, "paidb.job_summary has no array type");
+	update_many_plan = paidb_prepare_kept(sql.data, 1, types);
 
 	for (i = 0; i < (int) NKEY; i++)
 		types[i] = get_array_type(summary_types[count_key[i]]);
@@ -517,8 +564,7 @@ paidb_job_list_flush(void)
 		return;
 	held = NULL;				/* whatever the statements fire writes at once */
 	prepare_many_plans();
-	for (i = 0; i < (int) NSUMMARY; i++)
-		args[i] = column_array(i, h->values[i], h->nulls[i], h->nrows);
+	args[0] = summary_row_array(h);
 	if (SPI_execute_plan(update_many_plan, args, NULL, false, 0) != SPI_OK_UPDATE)
 		elog(ERROR, "could not update paidb.job_summary");
 
