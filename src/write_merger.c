@@ -27,6 +27,7 @@
 #include "utils/jsonb.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
+#include "utils/typcache.h"
 
 #include "cluster_config.h"
 #include "guc.h"
@@ -82,6 +83,13 @@ static Oid	update_types[UPDATE_NPARAMS];
 static int16 update_typlen[UPDATE_NPARAMS];
 static bool update_typbyval[UPDATE_NPARAMS];
 static char update_typalign[UPDATE_NPARAMS];
+/* the paidb.framework column each parameter sets (NULL: a flag of FLAG_*) */
+static const char *update_columns[UPDATE_NPARAMS];
+static Oid	framework_rowtype = InvalidOid;
+
+/* plan_update_many's flags, one int4 of bits a row: its two flag parameters */
+#define FLAG_RESET_SENT	1
+#define FLAG_RESET_DUE	2
 
 /*
  * Whether the plans were made for a schema with clusters (0.3 on).  A 0.2
@@ -232,32 +240,47 @@ prepare_plans(void)
 					 packed ? "snapshot_packed" : "snapshot", n + 1, n + 2, n + 3, n + 4, n + 5, n + 6, n + 6, n + 7, n + 8);
 	plan_update = paidb_prepare_kept(sql.data, n + 8, types);
 
-	/* the same for a watcher's batch, each parameter an array of them */
+	/*
+	 * The same for a watcher's batch: the rows as one array of
+	 * paidb.framework's row type (the columns set above, the rest NULL)
+	 * and the two flags as one array of bits.  One unnest per parameter
+	 * stored every value of the batch as a tuple of its own before the join.
+	 */
 	Assert(n + 8 == UPDATE_NPARAMS);
 	memcpy(update_types, types, sizeof(update_types));
+	for (i = 0; i < PAIDB_NUM_DERIVED; i++)
+		update_columns[i] = paidb_derived_column_names[i];
+	update_columns[n] = packed ? "snapshot_packed" : "snapshot";
+	update_columns[n + 1] = "request_generation";
+	update_columns[n + 2] = "request_synced";
+	update_columns[n + 3] = "api_server_deleted";
+	update_columns[n + 4] = "resource_version";
+	update_columns[n + 5] = NULL;	/* reset_sent: FLAG_RESET_SENT */
+	update_columns[n + 6] = NULL;	/* reset_due: FLAG_RESET_DUE */
+	update_columns[n + 7] = "name";
+	for (i = 0; i < UPDATE_NPARAMS; i++)
+		get_typlenbyvalalign(update_types[i], &update_typlen[i], &update_typbyval[i], &update_typalign[i]);
 	resetStringInfo(&sql);
 	appendStringInfoString(&sql, "UPDATE paidb.framework f SET ");
-	for (i = 0; i < PAIDB_NUM_DERIVED; i++)
-		appendStringInfo(&sql, "%s = u.c%d, ", paidb_derived_column_names[i], i + 1);
+	for (i = 0; i < n + 5; i++)
+		appendStringInfo(&sql, "%s = u.%s, ", update_columns[i], update_columns[i]);
 	appendStringInfo(&sql,
-					 "%s = u.c%d, request_generation = u.c%d, request_synced = u.c%d, "
-					 "api_server_deleted = u.c%d, resource_version = u.c%d, "
-					 "sent_generation = CASE WHEN u.c%d THEN NULL ELSE f.sent_generation END, "
-					 "sync_failures = CASE WHEN u.c%d THEN 0 ELSE f.sync_failures END, "
-					 "next_sync_at = CASE WHEN u.c%d THEN NULL ELSE f.next_sync_at END, "
-					 "updated_at = pg_catalog.now() FROM ROWS FROM (",
-					 packed ? "snapshot_packed" : "snapshot", n + 1, n + 2, n + 3, n + 4, n + 5, n + 6, n + 6, n + 7);
-	for (i = 0; i < UPDATE_NPARAMS; i++)
-	{
-		get_typlenbyvalalign(update_types[i], &update_typlen[i], &update_typbyval[i], &update_typalign[i]);
-		types[i] = get_array_type(update_types[i]);
-		appendStringInfo(&sql, "%spg_catalog.unnest($%d)", i ? ", " : "", i + 1);
-	}
-	appendStringInfoString(&sql, ") AS u(");
-	for (i = 0; i < UPDATE_NPARAMS; i++)
-		appendStringInfo(&sql, "%sc%d", i ? ", " : "", i + 1);
-	appendStringInfo(&sql, ") WHERE f.name OPERATOR(pg_catalog.=) u.c%d", UPDATE_NPARAMS);
-	plan_update_many = paidb_prepare_kept(sql.data, UPDATE_NPARAMS, types);
+					 "sent_generation = CASE WHEN (u.unnest OPERATOR(pg_catalog.&) %d) OPERATOR(pg_catalog.<>) 0 "
+					 "THEN NULL ELSE f.sent_generation END, "
+					 "sync_failures = CASE WHEN (u.unnest OPERATOR(pg_catalog.&) %d) OPERATOR(pg_catalog.<>) 0 "
+					 "THEN 0 ELSE f.sync_failures END, "
+					 "next_sync_at = CASE WHEN (u.unnest OPERATOR(pg_catalog.&) %d) OPERATOR(pg_catalog.<>) 0 "
+					 "THEN NULL ELSE f.next_sync_at END, "
+					 "updated_at = pg_catalog.now() "
+					 "FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) AS u "
+					 "WHERE f.name OPERATOR(pg_catalog.=) u.name",
+					 FLAG_RESET_SENT, FLAG_RESET_SENT, FLAG_RESET_DUE);
+	framework_rowtype = get_rel_type_id(framework);
+	types[0] = get_array_type(framework_rowtype);
+	types[1] = INT4ARRAYOID;
+	if (!OidIsValid(types[0]))
+		elog(ERROR, "paidb.framework has no array type");
+	plan_update_many = paidb_prepare_kept(sql.data, 2, types);
 
 	types[0] = TEXTOID;
 	plan_clear_addons = paidb_prepare_kept(
@@ -399,25 +422,74 @@ typedef struct WatchBatch
 static MemoryContext watch_batch_cxt = NULL;
 static WatchBatch *watch_batch = NULL;
 
+/*
+ * plan_update_many's arguments for the held-back updates: the rows as an
+ * array of paidb.framework's row type (columns matched by name), and the
+ * flags as an int4 array.
+ */
+static void
+batch_row_arrays(WatchBatch *b, Datum *args)
+{
+	TupleDesc	desc = lookup_rowtype_tupdesc(framework_rowtype, -1);
+	int			natts = desc->natts;
+	int			where[UPDATE_NPARAMS];
+	Datum	   *values = palloc(sizeof(Datum) * natts);
+	bool	   *nulls = palloc(sizeof(bool) * natts);
+	Datum	   *rows = palloc(sizeof(Datum) * b->npending);
+	Datum	   *flags = palloc(sizeof(Datum) * b->npending);
+	int			n = PAIDB_NUM_DERIVED;
+	int16		typlen;
+	bool		typbyval;
+	char		typalign;
+	int			i,
+				r;
+
+	for (i = 0; i < UPDATE_NPARAMS; i++)
+	{
+		if (update_columns[i] == NULL)
+			continue;
+		where[i] = SPI_fnumber(desc, update_columns[i]) - 1;
+		if (where[i] < 0 || TupleDescAttr(desc, where[i])->atttypid != update_types[i])
+			elog(ERROR, "paidb.framework has no column %s of the expected type", update_columns[i]);
+	}
+	for (r = 0; r < b->npending; r++)
+	{
+		int32		bits = 0;
+
+		memset(nulls, true, sizeof(bool) * natts);
+		for (i = 0; i < UPDATE_NPARAMS; i++)
+		{
+			if (update_columns[i] == NULL)
+				continue;
+			values[where[i]] = b->values[i][r];
+			nulls[where[i]] = b->nulls[i][r];
+		}
+		/* a NULL flag is false, as CASE WHEN NULL is */
+		if (!b->nulls[n + 5][r] && DatumGetBool(b->values[n + 5][r]))
+			bits |= FLAG_RESET_SENT;
+		if (!b->nulls[n + 6][r] && DatumGetBool(b->values[n + 6][r]))
+			bits |= FLAG_RESET_DUE;
+		rows[r] = HeapTupleGetDatum(heap_form_tuple(desc, values, nulls));
+		flags[r] = Int32GetDatum(bits);
+	}
+	ReleaseTupleDesc(desc);
+	get_typlenbyvalalign(framework_rowtype, &typlen, &typbyval, &typalign);
+	args[0] = PointerGetDatum(construct_array(rows, b->npending, framework_rowtype, typlen, typbyval, typalign));
+	args[1] = PointerGetDatum(construct_array(flags, b->npending, INT4OID, sizeof(int32), true, TYPALIGN_INT));
+}
+
 /* Write the held-back updates of the batch (inside SPI). */
 static void
 batch_flush(void)
 {
 	WatchBatch *b = watch_batch;
-	Datum		args[UPDATE_NPARAMS];
-	int			dims[1];
-	int			lbs[1] = {1};
-	int			i;
+	Datum		args[2];
 	volatile int rc = 0;
 	volatile uint64 processed = 0;
 
 	if (b == NULL || b->npending == 0)
 		return;
-	dims[0] = b->npending;
-	for (i = 0; i < UPDATE_NPARAMS; i++)
-		args[i] = PointerGetDatum(construct_md_array(b->values[i], b->nulls[i], 1, dims, lbs,
-													 update_types[i], update_typlen[i],
-													 update_typbyval[i], update_typalign[i]));
+	batch_row_arrays(b, args);
 	/*
 	 * The job list's changes too are written with one statement each for
 	 * the batch, not one per row (job_list.h): the per-row statements'

@@ -329,6 +329,9 @@ for my $name (@many)
 	$node->safe_psql('postgres', qq{SELECT * FROM paidb.put_framework_request('$json')});
 	create_in_fake($obj);
 }
+# As a sync failure's backoff leaves them: not due before 2100.  A batch
+# that completes a job must make it due at once (its update's flag bits).
+$node->safe_psql('postgres', q{UPDATE paidb.framework SET next_sync_at = '2100-01-01' WHERE name LIKE 'many_'});
 my %rv_in_fake;
 ok(wait_until(sub {
 	my ($c, $l) = $fake->api(GET => fw_path());
@@ -339,6 +342,8 @@ ok(wait_until(sub {
 $fake->clear_faults;
 ok(poll($node, q{SELECT count(*) = 6 FROM paidb.framework WHERE name LIKE 'many_' AND state = 'SUCCEEDED' AND request_synced}),
 	'each job is applied up to its completion');
+is($node->safe_psql('postgres', q{SELECT count(*) FROM paidb.framework WHERE name LIKE 'many_' AND next_sync_at = '2100-01-01'}),
+	'0', 'and each completion, written with the batch, made its job due for the sync worker at once');
 # (the sync worker may change a completed framework again afterwards: at
 # least the completion's resourceVersion, never an earlier event's)
 my %stored = split /[=\s]+/, $node->safe_psql('postgres',
