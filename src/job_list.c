@@ -27,7 +27,6 @@
 #include "commands/trigger.h"
 #include "executor/spi.h"
 #include "fmgr.h"
-#include "funcapi.h"
 #include "lib/stringinfo.h"
 #include "nodes/makefuncs.h"
 #include "utils/array.h"
@@ -35,7 +34,6 @@
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
-#include "utils/typcache.h"
 #include "utils/rel.h"
 
 #include "job_list.h"
@@ -441,47 +439,6 @@ column_array(int c, Datum *values, bool *nulls, int n)
 }
 
 /*
- * The held rows as an array of paidb.job_summary's row type.  Its columns
- * are matched by name: a column that is not one of the summary's stays
- * NULL, and the update sets none but the summary's.
- */
-static Datum
-summary_row_array(HeldChanges *h)
-{
-	TupleDesc	desc = lookup_rowtype_tupdesc(summary_rowtype, -1);
-	int			natts = desc->natts;
-	int			where[NSUMMARY];
-	Datum	   *values = palloc(sizeof(Datum) * natts);
-	bool	   *nulls = palloc(sizeof(bool) * natts);
-	Datum	   *rows = palloc(sizeof(Datum) * h->nrows);
-	int16		typlen;
-	bool		typbyval;
-	char		typalign;
-	int			i,
-				r;
-
-	for (i = 0; i < (int) NSUMMARY; i++)
-	{
-		where[i] = SPI_fnumber(desc, summary_columns[i]) - 1;
-		if (where[i] < 0 || TupleDescAttr(desc, where[i])->atttypid != summary_types[i])
-			elog(ERROR, "paidb.job_summary has no column %s of the expected type", summary_columns[i]);
-	}
-	for (r = 0; r < h->nrows; r++)
-	{
-		memset(nulls, true, sizeof(bool) * natts);
-		for (i = 0; i < (int) NSUMMARY; i++)
-		{
-			values[where[i]] = h->values[i][r];
-			nulls[where[i]] = h->nulls[i][r];
-		}
-		rows[r] = HeapTupleGetDatum(heap_form_tuple(desc, values, nulls));
-	}
-	ReleaseTupleDesc(desc);
-	get_typlenbyvalalign(summary_rowtype, &typlen, &typbyval, &typalign);
-	return PointerGetDatum(construct_array(rows, h->nrows, summary_rowtype, typlen, typbyval, typalign));
-}
-
-/*
  * The batch statements (inside SPI, once).  The job list's update takes its
  * rows as one array of paidb.job_summary's row type: a ROWS FROM of one
  * unnest per column (as the count deltas' insert still is) stored every
@@ -564,7 +521,8 @@ paidb_job_list_flush(void)
 		return;
 	held = NULL;				/* whatever the statements fire writes at once */
 	prepare_many_plans();
-	args[0] = summary_row_array(h);
+	args[0] = paidb_row_array(summary_rowtype, NSUMMARY, summary_columns, summary_types,
+							  h->values, h->nulls, h->nrows);
 	if (SPI_execute_plan(update_many_plan, args, NULL, false, 0) != SPI_OK_UPDATE)
 		elog(ERROR, "could not update paidb.job_summary");
 

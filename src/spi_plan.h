@@ -1,5 +1,6 @@
 /*
- * spi_plan.h — SPI plans prepared once per process and kept.
+ * spi_plan.h — SPI plans prepared once per process and kept, and the
+ * arguments of batch statements.
  */
 #ifndef PAIDB_SPI_PLAN_H
 #define PAIDB_SPI_PLAN_H
@@ -19,5 +20,16 @@ extern SPIPlanPtr paidb_prepare_kept(const char *sql, int nargs, Oid *argtypes);
  * still see the old ones, and the plan then fail once the lock is had).
  */
 extern Oid	paidb_lock_table_for_write(const char *relname);
+
+/*
+ * `nrows` rows of the composite type `rowtype` (a table's row type) as one
+ * array, for a batch statement to unnest: one parameter where an array per
+ * column made PostgreSQL store every value as a tuple of its own.  Column c
+ * of row r is values[c][r] (NULL if nulls[c][r]) and goes to the row
+ * type's column named columns[c], which must be of type types[c]; a NULL
+ * columns[c] is left out.  The row type's other columns are NULL.
+ */
+extern Datum paidb_row_array(Oid rowtype, int ncolumns, const char *const *columns, const Oid *types,
+							 Datum *const *values, bool *const *nulls, int nrows);
 
 #endif							/* PAIDB_SPI_PLAN_H */

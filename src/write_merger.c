@@ -27,7 +27,6 @@
 #include "utils/jsonb.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
-#include "utils/typcache.h"
 
 #include "cluster_config.h"
 #include "guc.h"
@@ -430,51 +429,23 @@ static WatchBatch *watch_batch = NULL;
 static void
 batch_row_arrays(WatchBatch *b, Datum *args)
 {
-	TupleDesc	desc = lookup_rowtype_tupdesc(framework_rowtype, -1);
-	int			natts = desc->natts;
-	int			where[UPDATE_NPARAMS];
-	Datum	   *values = palloc(sizeof(Datum) * natts);
-	bool	   *nulls = palloc(sizeof(bool) * natts);
-	Datum	   *rows = palloc(sizeof(Datum) * b->npending);
-	Datum	   *flags = palloc(sizeof(Datum) * b->npending);
+	Datum	   *flags = palloc(sizeof(Datum) * Max(b->npending, 1));
 	int			n = PAIDB_NUM_DERIVED;
-	int16		typlen;
-	bool		typbyval;
-	char		typalign;
-	int			i,
-				r;
+	int			r;
 
-	for (i = 0; i < UPDATE_NPARAMS; i++)
-	{
-		if (update_columns[i] == NULL)
-			continue;
-		where[i] = SPI_fnumber(desc, update_columns[i]) - 1;
-		if (where[i] < 0 || TupleDescAttr(desc, where[i])->atttypid != update_types[i])
-			elog(ERROR, "paidb.framework has no column %s of the expected type", update_columns[i]);
-	}
+	args[0] = paidb_row_array(framework_rowtype, UPDATE_NPARAMS, update_columns, update_types,
+							  b->values, b->nulls, b->npending);
 	for (r = 0; r < b->npending; r++)
 	{
 		int32		bits = 0;
 
-		memset(nulls, true, sizeof(bool) * natts);
-		for (i = 0; i < UPDATE_NPARAMS; i++)
-		{
-			if (update_columns[i] == NULL)
-				continue;
-			values[where[i]] = b->values[i][r];
-			nulls[where[i]] = b->nulls[i][r];
-		}
 		/* a NULL flag is false, as CASE WHEN NULL is */
 		if (!b->nulls[n + 5][r] && DatumGetBool(b->values[n + 5][r]))
 			bits |= FLAG_RESET_SENT;
 		if (!b->nulls[n + 6][r] && DatumGetBool(b->values[n + 6][r]))
 			bits |= FLAG_RESET_DUE;
-		rows[r] = HeapTupleGetDatum(heap_form_tuple(desc, values, nulls));
 		flags[r] = Int32GetDatum(bits);
 	}
-	ReleaseTupleDesc(desc);
-	get_typlenbyvalalign(framework_rowtype, &typlen, &typbyval, &typalign);
-	args[0] = PointerGetDatum(construct_array(rows, b->npending, framework_rowtype, typlen, typbyval, typalign));
 	args[1] = PointerGetDatum(construct_array(flags, b->npending, INT4OID, sizeof(int32), true, TYPALIGN_INT));
 }
 
