@@ -273,7 +273,7 @@ number_value(const char *start, size_t len)
 	/*
 	 * An integer of up to 18 digits (most of a framework's numbers: exit
 	 * codes, counts, ports) is the Numeric int64_to_numeric makes of its
-	 * value, byte for byte, at a tenth of numeric_in's cost.  "-0" is left
+	 * value, byte for byte, at a third of numeric_in's cost.  "-0" is left
 	 * to numeric_in.
 	 */
 	if (len - i >= 1 && len - i <= 18 && !(start[i] == '0' && i == 1))
